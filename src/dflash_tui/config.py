@@ -1,0 +1,685 @@
+"""hosts.toml -> typed, validated, frozen objects.
+
+Every problem becomes a :class:`ConfigProblem` naming the file, the line (when
+the text tells us), the dotted key and what was expected. Validation collects
+all problems instead of stopping at the first, so `dflash-tui check` can show
+them together; callers turn a :class:`ConfigError` into exit code 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+CONFIG_ENV = "DFLASH_TUI_CONFIG"
+DEFAULT_CONFIG_NAME = "hosts.toml"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing wrong with a config file, worded for the person editing it."""
+
+    path: Path
+    key: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else f"{self.path}"
+        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+
+class ConfigError(Exception):
+    """The config cannot be used; carries every problem found."""
+
+    def __init__(self, problems: Iterable[ConfigProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    """The `[console]` table: local settings of the console itself."""
+
+    results_dir: Path
+    state_dir: Path
+    known_hosts: Path
+    refresh_s: float = 2.0
+    bell: bool = True
+    connect_timeout_s: float = 10.0
+    keepalive_s: float = 15.0
+    stall_after_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """`[hosts.NAME.slurm]`: how eval jobs are submitted on a Slurm host."""
+
+    partition: str | None = None
+    gres: str | None = None
+    time: str | None = None
+    account: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """One `[hosts.NAME]` table: how to reach a machine and run commands there."""
+
+    name: str
+    address: str
+    user: str | None = None
+    port: int | None = None
+    identity: Path | None = None
+    jump: str | None = None
+    python: str = "python3"
+    model_roots: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    exec_prefix: tuple[str, ...] = ()
+    max_sessions: int = 10
+    env: Mapping[str, str] = field(default_factory=dict)
+    scheduler: str = "ssh"
+    slurm: SlurmConfig | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One `[[runs]]` entry: a training run whose log and process we watch."""
+
+    name: str
+    host: str
+    log: str
+    process: str | None = None
+    total_steps: int | None = None
+    metric_patterns: tuple[str, ...] = ()
+    stall_after_s: float | None = None
+    checkpoints: str | None = None
+    auto_eval: tuple[str, ...] = ()
+    max_parallel: int = 1
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """One `[[checkpoints]]` entry: a drafter directory on a host."""
+
+    name: str
+    host: str
+    path: str
+    baseline: bool = False
+    step: int | None = None
+    run: str | None = None
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """One `[[suites]]` entry: a dflash-cache/1 directory to evaluate against."""
+
+    name: str
+    host: str
+    cache: str
+    imports: tuple[str, ...] = ()
+    max_anchors: int | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole, validated hosts.toml."""
+
+    path: Path
+    console: ConsoleConfig
+    hosts: Mapping[str, HostConfig]
+    runs: tuple[RunConfig, ...] = ()
+    checkpoints: tuple[CheckpointConfig, ...] = ()
+    suites: tuple[SuiteConfig, ...] = ()
+    keys: Mapping[str, str] = field(default_factory=dict)
+    line_index: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def host(self, name: str) -> HostConfig:
+        """The host called `name`; KeyError with the known names otherwise."""
+        try:
+            return self.hosts[name]
+        except KeyError:
+            raise KeyError(
+                f"no host {name!r} in {self.path} (hosts: {', '.join(self.hosts)})"
+            ) from None
+
+    def run(self, name: str) -> RunConfig:
+        for run in self.runs:
+            if run.name == name:
+                return run
+        raise KeyError(
+            f"no run {name!r} in {self.path} (runs: {', '.join(r.name for r in self.runs)})"
+        )
+
+    def problem(self, key: str, message: str) -> ConfigProblem:
+        """A problem found after loading (e.g. an unknown key binding), with its line."""
+        return ConfigProblem(self.path, key, message, self.line_index.get(key))
+
+
+# --------------------------------------------------------------------------- locating
+
+
+def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """`--config`, else $DFLASH_TUI_CONFIG, else ./hosts.toml."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env)
+    return Path(DEFAULT_CONFIG_NAME)
+
+
+def expand_local(value: str, base: Path) -> Path:
+    """A local path from config: `~` expanded, relative ones against the file's folder."""
+    path = Path(os.path.expanduser(value))
+    return path if path.is_absolute() else (base / path)
+
+
+# --------------------------------------------------------------------------- line index
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(
+    r"""^\s*((?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*="""
+)
+
+
+def _split_dotted(text: str) -> list[str]:
+    parts = re.findall(r"""[A-Za-z0-9_-]+|"[^"]*"|'[^']*'""", text)
+    return [p[1:-1] if p[:1] in "\"'" else p for p in parts]
+
+
+def build_line_index(text: str) -> dict[str, int]:
+    """Map dotted keys (`hosts.ct129.port`, `runs[1].host`) to 1-based line numbers.
+
+    tomllib only reports lines for syntax errors, so we scan the text ourselves.
+    Inline tables and multi-line values map to the line where their key starts.
+    """
+    index: dict[str, int] = {}
+    array_counts: dict[str, int] = {}
+    prefix = ""
+    in_multiline: str | None = None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if in_multiline:
+            if in_multiline in line:
+                in_multiline = None
+            continue
+        header = _HEADER.match(line)
+        if header and "=" not in line.split("#", 1)[0]:
+            dotted = ".".join(_split_dotted(header.group(2)))
+            if header.group(1) == "[[":
+                n = array_counts.get(dotted, 0)
+                array_counts[dotted] = n + 1
+                prefix = f"{dotted}[{n}]"
+            else:
+                prefix = dotted
+            index.setdefault(prefix, lineno)
+            continue
+        key = _KEY.match(line)
+        if key:
+            dotted = ".".join(_split_dotted(key.group(1)))
+            full = f"{prefix}.{dotted}" if prefix else dotted
+            index.setdefault(full, lineno)
+            rest = line[key.end() :]
+            for quote in ('"""', "'''"):
+                if rest.count(quote) == 1:
+                    in_multiline = quote
+    return index
+
+
+# --------------------------------------------------------------------------- validation helpers
+
+
+class _Checker:
+    """Collects problems while reading a parsed TOML document."""
+
+    def __init__(self, path: Path, index: Mapping[str, int]) -> None:
+        self.path = path
+        self.index = index
+        self.problems: list[ConfigProblem] = []
+
+    def line_of(self, key: str) -> int | None:
+        while key:
+            if key in self.index:
+                return self.index[key]
+            key = key.rsplit(".", 1)[0] if "." in key else ""
+        return None
+
+    def add(self, key: str, message: str) -> None:
+        self.problems.append(ConfigProblem(self.path, key, message, self.line_of(key)))
+
+    def table(self, value: Any, key: str) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        self.add(key, f"expected a table, got {_describe(value)}")
+        return {}
+
+    def unknown_keys(self, table: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+        allowed = list(allowed)
+        for name in table:
+            if name not in allowed:
+                key = f"{where}.{name}" if where else name
+                hint = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+                suggestion = (
+                    f'; did you mean "{hint[0]}"?' if hint else f" (allowed: {', '.join(allowed)})"
+                )
+                self.add(key, f"unknown key{suggestion}")
+
+
+def _describe(value: Any) -> str:
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
+    }
+    label = names.get(type(value), type(value).__name__)
+    shown = repr(value) if isinstance(value, (bool, int, float, str)) else ""
+    return f"{label} {shown}".strip()
+
+
+_MISSING = object()
+
+
+def _get(
+    checker: _Checker,
+    table: Mapping[str, Any],
+    name: str,
+    where: str,
+    kind: str,
+    default: Any = _MISSING,
+    check: Callable[[Any], str | None] | None = None,
+) -> Any:
+    """Read `table[name]` as `kind`, recording a problem and returning the default on error."""
+    key = f"{where}.{name}" if where else name
+    if name not in table:
+        if default is _MISSING:
+            checker.add(key, f"missing; expected {_KIND_WORDS[kind]}")
+            return None
+        return default
+    value = table[name]
+    ok = _KIND_CHECKS[kind](value)
+    if not ok:
+        checker.add(key, f"expected {_KIND_WORDS[kind]}, got {_describe(value)}")
+        return None if default is _MISSING else default
+    if kind == "float":
+        value = float(value)
+    if kind == "strings":
+        value = tuple(value)
+    if check is not None:
+        message = check(value)
+        if message:
+            checker.add(key, message)
+            return None if default is _MISSING else default
+    return value
+
+
+_KIND_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "table": lambda v: isinstance(v, dict),
+}
+_KIND_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "strings": "an array of strings",
+    "table": "a table",
+}
+
+
+def _non_empty(value: str) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
+def _positive(value: float) -> str | None:
+    return None if value > 0 else "must be greater than 0"
+
+
+def _port(value: int) -> str | None:
+    return None if 1 <= value <= 65535 else "must be a TCP port between 1 and 65535"
+
+
+def _valid_regexes(patterns: tuple[str, ...]) -> str | None:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            return f"regex {pattern!r} does not compile: {exc}"
+    return None
+
+
+# --------------------------------------------------------------------------- sections
+
+_TOP_KEYS = ("console", "hosts", "runs", "checkpoints", "suites", "keys")
+_CONSOLE_KEYS = (
+    "results_dir",
+    "state_dir",
+    "known_hosts",
+    "refresh_s",
+    "bell",
+    "connect_timeout_s",
+    "keepalive_s",
+    "stall_after_s",
+)
+_HOST_KEYS = (
+    "address",
+    "user",
+    "port",
+    "identity",
+    "jump",
+    "python",
+    "model_roots",
+    "roles",
+    "exec_prefix",
+    "max_sessions",
+    "env",
+    "scheduler",
+    "slurm",
+)
+_SLURM_KEYS = ("partition", "gres", "time", "account", "extra_args")
+_RUN_KEYS = (
+    "name",
+    "host",
+    "log",
+    "process",
+    "total_steps",
+    "metric_patterns",
+    "stall_after_s",
+    "checkpoints",
+    "auto_eval",
+    "max_parallel",
+)
+_CHECKPOINT_KEYS = ("name", "host", "path", "baseline", "step", "run")
+_SUITE_KEYS = ("name", "host", "cache", "import", "max_anchors")
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _console(ch: _Checker, raw: Mapping[str, Any], base: Path) -> ConsoleConfig:
+    ch.unknown_keys(raw, _CONSOLE_KEYS, "console")
+    w = "console"
+    return ConsoleConfig(
+        results_dir=expand_local(_get(ch, raw, "results_dir", w, "str", "results"), base),
+        state_dir=expand_local(
+            _get(ch, raw, "state_dir", w, "str", "~/.local/state/dflash-tui"), base
+        ),
+        known_hosts=expand_local(
+            _get(ch, raw, "known_hosts", w, "str", "~/.ssh/known_hosts"), base
+        ),
+        refresh_s=_get(ch, raw, "refresh_s", w, "float", 2.0, _positive),
+        bell=_get(ch, raw, "bell", w, "bool", True),
+        connect_timeout_s=_get(ch, raw, "connect_timeout_s", w, "float", 10.0, _positive),
+        keepalive_s=_get(ch, raw, "keepalive_s", w, "float", 15.0, _positive),
+        stall_after_s=_get(ch, raw, "stall_after_s", w, "float", 300.0, _positive),
+    )
+
+
+def _slurm(ch: _Checker, raw: Any, where: str) -> SlurmConfig:
+    table = ch.table(raw, where)
+    ch.unknown_keys(table, _SLURM_KEYS, where)
+    return SlurmConfig(
+        partition=_get(ch, table, "partition", where, "str", None),
+        gres=_get(ch, table, "gres", where, "str", None),
+        time=_get(ch, table, "time", where, "str", None),
+        account=_get(ch, table, "account", where, "str", None),
+        extra_args=_get(ch, table, "extra_args", where, "strings", ()),
+    )
+
+
+def _env(ch: _Checker, raw: Any, where: str) -> dict[str, str]:
+    table = ch.table(raw, where)
+    env: dict[str, str] = {}
+    for name, value in table.items():
+        if not _ENV_NAME.match(name):
+            ch.add(f"{where}.{name}", "not a valid environment variable name")
+        elif not isinstance(value, str):
+            ch.add(f"{where}.{name}", f"expected a string, got {_describe(value)}")
+        else:
+            env[name] = value
+    return env
+
+
+def _host(ch: _Checker, name: str, raw: Any, base: Path) -> HostConfig:
+    where = f"hosts.{name}"
+    table = ch.table(raw, where)
+    ch.unknown_keys(table, _HOST_KEYS, where)
+    if not _HOST_NAME.match(name):
+        ch.add(where, "host names may use letters, digits, '.', '_' and '-' only")
+    identity = _get(ch, table, "identity", where, "str", None)
+    scheduler = _get(
+        ch,
+        table,
+        "scheduler",
+        where,
+        "str",
+        "ssh",
+        lambda v: None if v in ("ssh", "slurm") else 'expected "ssh" or "slurm"',
+    )
+    slurm = _slurm(ch, table["slurm"], f"{where}.slurm") if "slurm" in table else None
+    if scheduler == "slurm" and slurm is None:
+        slurm = SlurmConfig()
+    return HostConfig(
+        name=name,
+        address=_get(ch, table, "address", where, "str", name, _non_empty),
+        user=_get(ch, table, "user", where, "str", None),
+        port=_get(ch, table, "port", where, "int", None, _port),
+        identity=expand_local(identity, base) if identity else None,
+        jump=_get(ch, table, "jump", where, "str", None),
+        python=_get(ch, table, "python", where, "str", "python3", _non_empty),
+        model_roots=_get(ch, table, "model_roots", where, "strings", ()),
+        roles=_get(ch, table, "roles", where, "strings", ()),
+        exec_prefix=_get(ch, table, "exec_prefix", where, "strings", ()),
+        max_sessions=_get(
+            ch,
+            table,
+            "max_sessions",
+            where,
+            "int",
+            10,
+            lambda v: None if v >= 1 else "must be at least 1",
+        ),
+        env=_env(ch, table["env"], f"{where}.env") if "env" in table else {},
+        scheduler=scheduler,
+        slurm=slurm,
+    )
+
+
+def _entries(
+    ch: _Checker, doc: Mapping[str, Any], section: str
+) -> list[tuple[str, dict[str, Any]]]:
+    raw = doc.get(section, [])
+    if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
+        ch.add(section, f"expected an array of tables ([[{section}]]), got {_describe(raw)}")
+        return []
+    return [(f"{section}[{i}]", entry) for i, entry in enumerate(raw)]
+
+
+def _run(ch: _Checker, where: str, t: Mapping[str, Any]) -> RunConfig:
+    ch.unknown_keys(t, _RUN_KEYS, where)
+    return RunConfig(
+        name=_get(ch, t, "name", where, "str", check=_non_empty),
+        host=_get(ch, t, "host", where, "str"),
+        log=_get(ch, t, "log", where, "str", check=_non_empty),
+        process=_get(ch, t, "process", where, "str", None, _non_empty),
+        total_steps=_get(ch, t, "total_steps", where, "int", None, _positive),
+        metric_patterns=_get(ch, t, "metric_patterns", where, "strings", (), _valid_regexes),
+        stall_after_s=_get(ch, t, "stall_after_s", where, "float", None, _positive),
+        checkpoints=_get(ch, t, "checkpoints", where, "str", None, _non_empty),
+        auto_eval=_get(ch, t, "auto_eval", where, "strings", ()),
+        max_parallel=_get(ch, t, "max_parallel", where, "int", 1, _positive),
+    )
+
+
+def _checkpoint(ch: _Checker, where: str, t: Mapping[str, Any]) -> CheckpointConfig:
+    ch.unknown_keys(t, _CHECKPOINT_KEYS, where)
+    return CheckpointConfig(
+        name=_get(ch, t, "name", where, "str", check=_non_empty),
+        host=_get(ch, t, "host", where, "str"),
+        path=_get(ch, t, "path", where, "str", check=_non_empty),
+        baseline=_get(ch, t, "baseline", where, "bool", False),
+        step=_get(ch, t, "step", where, "int", None),
+        run=_get(ch, t, "run", where, "str", None),
+    )
+
+
+def _suite(ch: _Checker, where: str, t: Mapping[str, Any]) -> SuiteConfig:
+    ch.unknown_keys(t, _SUITE_KEYS, where)
+    return SuiteConfig(
+        name=_get(ch, t, "name", where, "str", check=_non_empty),
+        host=_get(ch, t, "host", where, "str"),
+        cache=_get(ch, t, "cache", where, "str", check=_non_empty),
+        imports=_get(ch, t, "import", where, "strings", ()),
+        max_anchors=_get(ch, t, "max_anchors", where, "int", None, _positive),
+    )
+
+
+def _check_host_ref(
+    ch: _Checker, key: str, name: str | None, hosts: Mapping[str, HostConfig]
+) -> None:
+    if name is None or name in hosts:
+        return
+    hint = difflib.get_close_matches(name, list(hosts), n=1, cutoff=0.6)
+    known = f'did you mean "{hint[0]}"?' if hint else f"known hosts: {', '.join(hosts) or 'none'}"
+    ch.add(key, f'unknown host "{name}"; {known}')
+
+
+def _check_duplicates(ch: _Checker, section: str, names: list[str | None]) -> None:
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name is None:
+            continue
+        if name in seen:
+            ch.add(
+                f"{section}[{i}].name", f'duplicate name "{name}" (also {section}[{seen[name]}])'
+            )
+        else:
+            seen[name] = i
+
+
+def _check_jump_cycles(ch: _Checker, hosts: Mapping[str, HostConfig]) -> None:
+    reported: set[frozenset[str]] = set()
+    for start in hosts:
+        chain = [start]
+        current = hosts[start].jump
+        while current is not None and current in hosts:
+            if current in chain:
+                cycle = chain[chain.index(current) :]
+                members = frozenset(cycle)
+                if members not in reported:
+                    reported.add(members)
+                    path = " -> ".join([*cycle, current])
+                    ch.add(f"hosts.{cycle[0]}.jump", f"jump hosts form a cycle: {path}")
+                break
+            chain.append(current)
+            current = hosts[current].jump
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def parse_config(text: str, path: Path) -> Config:
+    """Validate TOML text as a dflash-tui config; raises ConfigError listing every problem."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = re.search(r"\(at line (\d+), column (\d+)\)", message)
+        line = int(match.group(1)) if match else None
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
+        col = f" (column {match.group(2)})" if match else ""
+        raise ConfigError(
+            [ConfigProblem(path, "", f"TOML syntax error: {message}{col}", line)]
+        ) from None
+
+    index = build_line_index(text)
+    ch = _Checker(path, index)
+    base = path.resolve().parent
+    ch.unknown_keys(doc, _TOP_KEYS, "")
+
+    console = _console(ch, ch.table(doc.get("console", {}), "console"), base)
+
+    hosts: dict[str, HostConfig] = {}
+    for name, raw in ch.table(doc.get("hosts", {}), "hosts").items():
+        hosts[name] = _host(ch, name, raw, base)
+
+    runs = [_run(ch, where, t) for where, t in _entries(ch, doc, "runs")]
+    checkpoints = [_checkpoint(ch, where, t) for where, t in _entries(ch, doc, "checkpoints")]
+    suites = [_suite(ch, where, t) for where, t in _entries(ch, doc, "suites")]
+
+    keys: dict[str, str] = {}
+    for action, binding in ch.table(doc.get("keys", {}), "keys").items():
+        if isinstance(binding, str) and binding.strip():
+            keys[action] = binding
+        else:
+            ch.add(
+                f"keys.{action}",
+                f'expected keys as a string such as "j,down", got {_describe(binding)}',
+            )
+
+    for host in hosts.values():
+        if host.jump is not None:
+            if host.jump == host.name:
+                ch.add(f"hosts.{host.name}.jump", "a host cannot jump through itself")
+            else:
+                _check_host_ref(ch, f"hosts.{host.name}.jump", host.jump, hosts)
+    _check_jump_cycles(ch, hosts)
+    for section, entries in (("runs", runs), ("checkpoints", checkpoints), ("suites", suites)):
+        for i, entry in enumerate(entries):
+            _check_host_ref(ch, f"{section}[{i}].host", entry.host, hosts)
+        _check_duplicates(ch, section, [e.name for e in entries])
+    suite_names = {s.name for s in suites}
+    for i, run in enumerate(runs):
+        for suite in run.auto_eval:
+            if suite not in suite_names:
+                ch.add(f"runs[{i}].auto_eval", f'unknown suite "{suite}"')
+        if run.auto_eval and not run.checkpoints:
+            ch.add(f"runs[{i}].auto_eval", "needs `checkpoints` (a glob of checkpoint directories)")
+
+    if ch.problems:
+        raise ConfigError(ch.problems)
+    return Config(
+        path=path,
+        console=console,
+        hosts=hosts,
+        runs=tuple(runs),
+        checkpoints=tuple(checkpoints),
+        suites=tuple(suites),
+        keys=keys,
+        line_index=index,
+    )
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read and validate the config at `path` (or the default location)."""
+    resolved = config_path(path)
+    try:
+        text = resolved.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        hint = f"pass --config PATH, set ${CONFIG_ENV}, or run `dflash-tui demo --print-config`"
+        raise ConfigError([ConfigProblem(resolved, "", f"config file not found; {hint}")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([ConfigProblem(resolved, "", f"cannot read config: {exc}")]) from None
+    return parse_config(text, resolved)

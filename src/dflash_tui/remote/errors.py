@@ -1,0 +1,44 @@
+"""The project's SSH errors: what failed, where, and what to do next."""
+
+from __future__ import annotations
+
+
+class RemoteError(Exception):
+    """Something failed on or on the way to `host`."""
+
+    def __init__(self, host: str, message: str) -> None:
+        self.host = host
+        self.message = message
+        super().__init__(f"{host}: {message}")
+
+
+class HostUnreachable(RemoteError):
+    """No SSH connection could be made (refused, timed out, DNS, dropped)."""
+
+
+class HostKeyRejected(RemoteError):
+    """The host key is unknown or differs from known_hosts; never bypassed."""
+
+    def __init__(
+        self, host: str, message: str, fingerprint: str | None = None, changed: bool = False
+    ) -> None:
+        self.fingerprint = fingerprint
+        self.changed = changed
+        super().__init__(host, message)
+
+
+class AuthFailed(RemoteError):
+    """The server refused every key we offered."""
+
+
+class CommandFailed(RemoteError):
+    """A remote command ran but exited non-zero (or was killed)."""
+
+    def __init__(self, host: str, command: str, exit_status: int | None, stderr: str) -> None:
+        self.command = command
+        self.exit_status = exit_status
+        self.stderr = stderr
+        tail = stderr.strip().splitlines()[-3:] if stderr.strip() else []
+        detail = (": " + " | ".join(tail)) if tail else ""
+        status = f"exit status {exit_status}" if exit_status is not None else "killed by a signal"
+        super().__init__(host, f"`{command}` failed with {status}{detail}")

@@ -1,0 +1,147 @@
+"""The host pool against a real OpenSSH sshd: connect, run, limits, reconnect, host keys."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from dflash_tui.config import load_config
+from dflash_tui.remote import CommandFailed, HostKeyRejected, HostPool, HostUnreachable
+from tests.testbed import SshdHost, free_port
+
+
+async def test_connect_run_and_reuse_one_connection(sshd: SshdHost, write_config) -> None:
+    config = load_config(write_config({"a": sshd}))
+    async with HostPool(config) as pool:
+        first = await pool.run("a", ["sh", "-c", "echo hello; echo oops >&2"])
+        second = await pool.run("a", ["echo", "again"])
+        assert first.stdout == "hello\n" and first.stderr == "oops\n"
+        assert second.stdout == "again\n"
+        assert pool.connection_count("a") == 1
+
+
+async def test_nonzero_exit_raises_command_failed_with_stderr(sshd: SshdHost, write_config) -> None:
+    config = load_config(write_config({"a": sshd}))
+    async with HostPool(config) as pool:
+        with pytest.raises(CommandFailed) as info:
+            await pool.run("a", ["sh", "-c", "echo broken >&2; exit 3"])
+        assert info.value.exit_status == 3
+        assert "broken" in str(info.value)
+        unchecked = await pool.run("a", ["false"], check=False)
+        assert unchecked.exit_status == 1
+
+
+async def test_thirty_concurrent_commands_respect_max_sessions(
+    sshd: SshdHost, write_config
+) -> None:
+    # One connection only: the pool must queue rather than exceed MaxSessions=10.
+    config = load_config(write_config({"a": sshd}))
+    async with HostPool(config, max_connections_per_host=1) as pool:
+        results = await asyncio.gather(
+            *(pool.run("a", ["sh", "-c", f"sleep 0.2; echo {i}"]) for i in range(30))
+        )
+        assert [r.stdout.strip() for r in results] == [str(i) for i in range(30)]
+        assert pool.connection_count("a") == 1
+
+
+async def test_pool_opens_a_second_connection_when_the_first_is_full(
+    sshd: SshdHost, write_config
+) -> None:
+    config = load_config(write_config({"a": sshd}))
+    async with HostPool(config) as pool:
+        results = await asyncio.gather(
+            *(pool.run("a", ["sh", "-c", "sleep 0.5; echo ok"]) for i in range(15))
+        )
+        assert all(r.stdout == "ok\n" for r in results)
+        assert pool.connection_count("a") == 2
+
+
+async def test_reconnects_after_the_server_drops_the_connection(
+    sshd: SshdHost, write_config
+) -> None:
+    config = load_config(write_config({"a": sshd}))
+    async with HostPool(config) as pool:
+        assert (await pool.run("a", ["echo", "1"])).stdout == "1\n"
+        sshd.kill_sessions()
+        # The first command may be cut off or succeed on a fresh connection; within a
+        # few tries (the pool backs off) commands work again on a new connection.
+        for _ in range(20):
+            try:
+                result = await pool.run("a", ["echo", "2"])
+                break
+            except HostUnreachable:
+                continue
+        assert result.stdout == "2\n"
+
+
+async def test_unknown_host_key_is_refused_with_fingerprint_and_trust_hint(
+    sshd: SshdHost, write_config
+) -> None:
+    config = load_config(write_config({"a": sshd}, trust=False))
+    async with HostPool(config) as pool:
+        with pytest.raises(HostKeyRejected) as info:
+            await pool.run("a", ["true"])
+    err = info.value
+    assert not err.changed
+    assert err.fingerprint == sshd.host_key.get_fingerprint("sha256")
+    assert "dflash-tui trust a" in str(err)
+
+
+async def test_changed_host_key_is_refused(sshd: SshdHost, write_config, known_hosts: Path) -> None:
+    path = write_config({"a": sshd})
+    other = (
+        asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode().split()
+    )
+    known_hosts.write_text(f"[127.0.0.1]:{sshd.port} {other[0]} {other[1]}\n")
+    async with HostPool(load_config(path)) as pool:
+        with pytest.raises(HostKeyRejected) as info:
+            await pool.run("a", ["true"])
+    assert info.value.changed
+    assert "CHANGED" in str(info.value)
+
+
+async def test_dead_host_fails_fast_with_a_clear_reason(write_config, client_key) -> None:
+    port = free_port()
+    path = write_config(
+        {
+            "dead": {
+                "address": "127.0.0.1",
+                "port": port,
+                "user": "root",
+                "identity": str(client_key.private),
+            }
+        }
+    )
+    async with HostPool(load_config(path)) as pool:
+        with pytest.raises(HostUnreachable) as info:
+            await pool.run("dead", ["true"])
+    assert "refused" in str(info.value)
+    assert str(port) in str(info.value)
+
+
+async def test_jump_host_tunnels_through_the_pooled_connection(sshd_factory, write_config) -> None:
+    bastion = sshd_factory("bastion")
+    target = sshd_factory("target")
+    path = write_config({"bastion": bastion, "target": (target, {"jump": "bastion"})})
+    async with HostPool(load_config(path)) as pool:
+        result = await pool.run("target", ["sh", "-c", "echo $HOME"])
+        assert result.stdout.strip() == str(target.home)
+        assert pool.connection_count("bastion") == 1
+
+
+async def test_stream_kills_its_remote_process_group_on_exit(
+    sshd: SshdHost, write_config, tmp_path
+) -> None:
+    marker = tmp_path / "tail-target.log"
+    marker.write_text("line\n")
+    config = load_config(write_config({"a": sshd}))
+    async with HostPool(config) as pool:
+        async with pool.stream("a", ["tail", "-F", str(marker)]) as stream:
+            assert (await stream.stdout.readline()) == b"line\n"
+            pgid = stream.pgid
+        assert pgid is not None
+        alive = await pool.run("a", ["sh", "-c", 'pgrep -g "$1" || true', "sh", str(pgid)])
+        assert alive.stdout.strip() == ""
