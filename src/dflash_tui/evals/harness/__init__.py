@@ -1,0 +1,41 @@
+"""DFlash drafter eval harness: the program shipped to GPU hosts.
+
+It reads a drafter checkpoint in z-lab format (DESIGN §4.2) and a
+``dflash-cache/1`` directory of cached target hidden states (§4.3), runs the
+drafter's block forward for every anchor (§4.4), and writes
+``eval_results.json`` (schema ``dflash-eval/1``, §4.6) with the §4.5 metrics.
+
+The directory imports only the standard library, torch and safetensors, and
+only relative imports inside itself, so it runs on a host that has nothing but
+a python with torch. Two ways to start it:
+
+* inside the installed package::
+
+    python -m dflash_tui.evals.harness --drafter DIR --cache DIR --out FILE
+
+* after this directory has been copied alone anywhere (the console uploads it
+  to ``~/.cache/dflash-tui/harness/<sha256>/``), run the directory itself; its
+  name does not matter::
+
+    python ~/.cache/dflash-tui/harness/<sha256> --drafter DIR --cache DIR --out FILE
+
+  (``python .../<sha256>/__main__.py ...`` is the same thing).
+
+Options: ``--device cuda:0|cpu`` (default: cuda:0 when available),
+``--dtype auto|float32|bfloat16|float16`` (auto: bf16 on GPU, fp32 on CPU),
+``--topk 1,4,8``, ``--budgets 4,8,16,32``, ``--batch-anchors N``,
+``--max-anchors N``, ``--suite NAME``, ``--name NAME``.
+
+Stdout carries one JSON object per line (``start``, ``progress``, ``retry``,
+``error``, ``done`` events); human messages go to stderr. Exit codes: 0 ok,
+1 runtime failure (CUDA out of memory at batch 1, non-finite logits), 2 bad
+input or a drafter that does not fit the cache.
+
+This ``__init__`` deliberately imports nothing (not even torch), so the console
+can locate the directory without loading the eval stack.
+"""
+
+SCHEMA = "dflash-eval/1"
+CACHE_FORMAT = "dflash-cache/1"
+
+__all__ = ["CACHE_FORMAT", "SCHEMA"]

@@ -1,0 +1,204 @@
+"""Command line: parse arguments, run, report events on stdout and errors on stderr.
+
+Stdout is a stream of JSON lines for the console (``start``, ``progress``,
+``retry``, ``error``, ``done``), flushed one by one; stderr carries the same
+failures in words. Exit codes: 0 ok, 1 runtime failure, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import HarnessError, InputError, RunFailure
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dflash-harness",
+        description="Score a DFlash drafter on a dflash-cache/1 directory and write eval_results.json.",
+    )
+    p.add_argument("--drafter", required=True, type=Path, help="z-lab format drafter directory")
+    p.add_argument("--cache", required=True, type=Path, help="dflash-cache/1 directory")
+    p.add_argument("--out", required=True, type=Path, help="results file to write (atomically)")
+    p.add_argument(
+        "--device", default=None, help="cuda:0, cuda:N or cpu (default: cuda:0 if available)"
+    )
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="compute dtype (auto: bfloat16 on GPU, float32 on CPU)",
+    )
+    p.add_argument(
+        "--topk", type=_int_list, default=(1, 4, 8), help="streak_top{k} to report (default 1,4,8)"
+    )
+    p.add_argument(
+        "--budgets",
+        type=_int_list,
+        default=(4, 8, 16, 32),
+        help="ddtree_b{b} budgets (default 4,8,16,32)",
+    )
+    p.add_argument(
+        "--batch-anchors",
+        type=_positive,
+        default=None,
+        help="anchors per forward (default 64 on GPU, 16 on CPU); halved on out-of-memory",
+    )
+    p.add_argument(
+        "--max-anchors",
+        type=_positive,
+        default=None,
+        help="score an evenly spaced subset of at most N anchors",
+    )
+    p.add_argument(
+        "--suite",
+        default=None,
+        help="suite name in the results (default: the cache directory name)",
+    )
+    p.add_argument(
+        "--name",
+        default=None,
+        help="checkpoint name in the results (default: the drafter directory name)",
+    )
+    return p
+
+
+def _emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def _pick_device(requested: str | None) -> str:
+    import torch
+
+    if requested is None:
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(requested)
+    except (RuntimeError, ValueError):
+        raise InputError(
+            f"--device {requested!r}: not a device name", hint="use cpu, cuda or cuda:N"
+        ) from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(
+                f"--device {requested}: CUDA is not available here (torch {torch.__version__})",
+                hint="use --device cpu, or run on a GPU host with a CUDA build of torch",
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InputError(
+                f"--device {requested}: this host has {torch.cuda.device_count()} GPU(s)"
+            )
+    elif dev.type != "cpu":
+        raise InputError(f"--device {requested}: only cpu and cuda are supported")
+    return requested
+
+
+def _deterministic(device: str) -> None:
+    """Same inputs, same numbers: no TF32, deterministic kernels where torch has them."""
+    import torch
+
+    if device.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the harness; returns the exit code (the caller exits with it)."""
+    args = build_parser().parse_args(argv)
+    try:
+        from . import run as run_mod
+        from .results import write_json_atomic
+    except ImportError as exc:
+        return _fail(
+            RunFailure(
+                f"cannot import the eval stack with {sys.executable}: {exc}",
+                hint="the host's python needs torch and safetensors (pip install torch safetensors)",
+            )
+        )
+    try:
+        device = _pick_device(args.device)
+        _deterministic(device)
+        opts = run_mod.Options(
+            drafter=args.drafter,
+            cache=args.cache,
+            device=device,
+            dtype=args.dtype,
+            topk=args.topk,
+            budgets=args.budgets,
+            batch_anchors=args.batch_anchors or (64 if device.startswith("cuda") else 16),
+            max_anchors=args.max_anchors,
+            suite=args.suite,
+            name=args.name,
+        )
+        results = run_mod.evaluate(opts, _emit)
+        try:
+            write_json_atomic(args.out, results)
+        except OSError as exc:
+            raise RunFailure(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    except HarnessError as exc:
+        return _fail(exc)
+    except KeyboardInterrupt:
+        return _fail(RunFailure("interrupted"))
+    except Exception as exc:
+        if run_mod.is_oom(exc):
+            return _fail(
+                RunFailure(
+                    f"out of memory while loading or running: {str(exc).splitlines()[0]}",
+                    hint="free the GPU, lower --batch-anchors, or use --device cpu",
+                )
+            )
+        traceback.print_exc()
+        return _fail(
+            RunFailure(
+                f"internal error: {type(exc).__name__}: {exc}",
+                hint="this is a harness bug; please report it with the traceback above",
+            )
+        )
+    _emit(
+        {
+            "event": "done",
+            "out": str(args.out),
+            "n_anchors": results["n_anchors"],
+            "elapsed_s": results["elapsed_s"],
+        }
+    )
+    return 0
+
+
+def _fail(exc: HarnessError) -> int:
+    _emit({"event": "error", "exit_code": exc.exit_code, "message": exc.render()})
+    sys.stderr.write(f"error: {exc.render()}\n")
+    sys.stderr.flush()
+    return exc.exit_code

@@ -1,0 +1,280 @@
+"""One eval run: check inputs, pick anchors, batch the forward, average the metrics.
+
+Anchors are walked in (sample, position) order, so a batch covers consecutive
+positions of one or two samples, its contexts pad little, and a sample's
+context K/V is computed once and dropped once its last anchor is done.
+A CUDA out-of-memory halves the batch and retries the same anchors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import SCHEMA
+from .cache import Manifest, SampleSpec, TargetHead, check_sample, load_features, read_manifest
+from .compat import check_compatibility
+from .drafter import DrafterFiles
+from .errors import InputError, Problems, RunFailure
+from .metrics import Totals, ddtree_matches, label_ranks, top_log_probs
+from .model import ContextKV, DrafterModel, block_logits
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class Options:
+    """What to evaluate and how (the command line, parsed)."""
+
+    drafter: Path
+    cache: Path
+    device: str = "cpu"
+    dtype: str = "auto"
+    topk: tuple[int, ...] = (1, 4, 8)
+    budgets: tuple[int, ...] = (4, 8, 16, 32)
+    batch_anchors: int = 16
+    max_anchors: int | None = None
+    suite: str | None = None
+    name: str | None = None
+
+
+@dataclass
+class Inputs:
+    """Inputs that passed every check, before anything heavy is loaded."""
+
+    drafter: DrafterFiles
+    manifest: Manifest
+    head: TargetHead
+    samples: list[SampleSpec]
+
+
+@dataclass
+class Anchor:
+    sample: int
+    position: int
+
+
+@dataclass
+class Batch:
+    """Per-anchor results of one forward, on the CPU."""
+
+    ranks: list[list[int]] = field(default_factory=list)
+    top_lp: list[list[list[float]]] = field(default_factory=list)
+
+
+def open_inputs(drafter_dir: Path, cache_dir: Path) -> Inputs:
+    """Open and check the drafter and the cache; one InputError lists every problem."""
+    drafter = DrafterFiles(drafter_dir)
+    manifest = read_manifest(cache_dir)
+    head = TargetHead(manifest)
+    problems = Problems()
+    drafter.check_weights(problems)
+    head.check(problems)
+    for spec in manifest.samples:
+        check_sample(spec, problems)
+    samples = [s for s in manifest.samples if s.input_ids is not None]
+    check_compatibility(drafter, manifest, head, samples, problems)
+    problems.raise_if_any(
+        f"drafter {drafter.dir} cannot be evaluated on cache {manifest.dir}:",
+        hint="use the drafter trained for this cache's target model, or rebuild the cache "
+        "with that target and the drafter's target_layer_ids",
+    )
+    return Inputs(drafter, manifest, head, samples)
+
+
+def find_anchors(
+    samples: list[SampleSpec], block_size: int, max_anchors: int | None
+) -> list[Anchor]:
+    """Anchors per §4.4 (loss_mask[a] == 1 and a+B-1 <= T-1), optionally an even subset.
+
+    The subset takes indices ``floor(i * n / max_anchors)``: spread over every
+    sample and the same on every run.
+    """
+    anchors = []
+    for si, s in enumerate(samples):
+        assert s.loss_mask is not None
+        last = s.length - block_size  # a + B - 1 <= T - 1
+        if last < 0:
+            continue
+        for a in torch.nonzero(s.loss_mask[: last + 1] != 0).flatten().tolist():
+            anchors.append(Anchor(si, a))
+    if max_anchors is not None and len(anchors) > max_anchors:
+        n = len(anchors)
+        anchors = [anchors[i * n // max_anchors] for i in range(max_anchors)]
+    return anchors
+
+
+def _oom_errors() -> tuple[type[BaseException], ...]:
+    oom = getattr(torch.cuda, "OutOfMemoryError", None) or getattr(torch, "OutOfMemoryError", None)
+    return (oom,) if isinstance(oom, type) else ()
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, _oom_errors()):
+        return True
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in str(exc) or "can't allocate memory" in str(exc)
+    )
+
+
+class Runner:
+    """Loads the weights on the device and scores batches of anchors."""
+
+    def __init__(self, inputs: Inputs, device: torch.device, dtype: torch.dtype, topk_max: int):
+        self.inputs = inputs
+        self.cfg = inputs.drafter.config
+        self.model = DrafterModel(self.cfg, inputs.drafter.load(device, dtype))
+        embed, lm_head = inputs.head.load()
+        self.embed = embed  # stays on the CPU; only the rows of a batch move
+        self.lm_head = lm_head.to(device=device, dtype=dtype)
+        self.width = topk_max
+        self._contexts: dict[int, ContextKV] = {}
+        self._ctx_rows = dict.fromkeys(range(len(inputs.samples)), 0)
+
+    def plan(self, anchors: list[Anchor]) -> None:
+        """Remember how many context rows each sample needs (its largest anchor)."""
+        for a in anchors:
+            self._ctx_rows[a.sample] = max(self._ctx_rows[a.sample], a.position)
+
+    def _context(self, sample: int) -> ContextKV:
+        if sample not in self._contexts:
+            spec = self.inputs.samples[sample]
+            rows = self._ctx_rows[sample]
+            feats = load_features(spec, rows) if rows else torch.zeros(0, spec.feature_width)
+            self._contexts[sample] = self.model.context(feats)
+        return self._contexts[sample]
+
+    def release_before(self, sample: int) -> None:
+        """Drop the context K/V of samples whose anchors are all done."""
+        for s in [s for s in self._contexts if s < sample]:
+            del self._contexts[s]
+
+    def logits(self, batch: list[Anchor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Float32 logits ``[N, B-1, V]`` of a batch and its labels ``[N, B-1]``, on the device."""
+        samples = sorted({a.sample for a in batch})
+        slot = {s: i for i, s in enumerate(samples)}
+        contexts = [self._context(s) for s in samples]
+        b = self.cfg.block_size
+        ids = [self.inputs.samples[a.sample].input_ids for a in batch]
+        anchors = torch.tensor([a.position for a in batch], dtype=torch.long)
+        which = torch.tensor([slot[a.sample] for a in batch], dtype=torch.long)
+        tokens = torch.stack([t[a.position] for t, a in zip(ids, batch, strict=True)])  # type: ignore[index]
+        labels = torch.stack(
+            [t[a.position + 1 : a.position + b] for t, a in zip(ids, batch, strict=True)]  # type: ignore[index]
+        ).to(self.model.device)
+        x = self.model.embed_block(self.embed, tokens)
+        hidden = self.model.block_hidden(contexts, which, anchors, x)
+        with torch.inference_mode():
+            return block_logits(self.cfg, hidden, self.lm_head), labels
+
+    def score(self, batch: list[Anchor]) -> Batch:
+        """Forward one batch and reduce its logits to label ranks and top log-probs."""
+        logits, labels = self.logits(batch)
+        with torch.inference_mode():
+            if torch.isnan(logits).any():
+                names = sorted({self.inputs.samples[a.sample].name for a in batch})
+                raise RunFailure(
+                    f"the drafter produced NaN logits (samples {names})",
+                    hint="the checkpoint may be corrupt or diverged; try --dtype float32 to rule out "
+                    "bf16 overflow",
+                )
+            ranks = label_ranks(logits, labels).cpu().tolist()
+            top_lp = top_log_probs(logits, self.width).cpu().tolist()
+        return Batch(ranks, top_lp)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def evaluate(
+    opts: Options, emit: Emit, runner_factory: Callable[..., Runner] = Runner
+) -> dict[str, Any]:
+    """Run the eval and return the ``dflash-eval/1`` results object."""
+    started = time.perf_counter()
+    inputs = open_inputs(opts.drafter, opts.cache)
+    cfg = inputs.drafter.config
+    anchors = find_anchors(inputs.samples, cfg.block_size, opts.max_anchors)
+    if not anchors:
+        raise InputError(
+            f"cache {inputs.manifest.dir}: no anchors (need loss_mask == 1 at a position a with "
+            f"a + block_size - 1 <= T - 1; block_size is {cfg.block_size})",
+            hint="check loss_mask in the sample files, and that samples are longer than one block",
+        )
+    device = torch.device(opts.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    dtype = resolve_dtype(opts.dtype, device)
+    topk = tuple(sorted(set(opts.topk) | {1}))
+    budgets = tuple(sorted(set(opts.budgets)))
+    width = max(budgets) if budgets else 1
+    runner = runner_factory(inputs, device, dtype, width)
+    runner.plan(anchors)
+
+    positions = cfg.block_size - 1
+    suite = Totals(positions, topk, budgets)
+    names = list(dict.fromkeys(s.name for s in inputs.samples))
+    tasks = {name: Totals(positions, topk, budgets) for name in names}
+    total, done, batch_size = len(anchors), 0, max(1, opts.batch_anchors)
+    emit(
+        {
+            "event": "start",
+            "total": total,
+            "device": str(device),
+            "dtype": str(dtype).replace("torch.", ""),
+            "batch_anchors": batch_size,
+        }
+    )
+    emit({"event": "progress", "done": 0, "total": total})
+    while done < total:
+        chunk = anchors[done : done + batch_size]
+        runner.release_before(chunk[0].sample)
+        try:
+            result = runner.score(chunk)
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            if batch_size == 1:
+                raise RunFailure(
+                    f"out of memory on {device} even with one anchor per batch "
+                    f"(sample {inputs.samples[chunk[0].sample].name!r}, context {chunk[0].position} tokens)",
+                    hint="free the GPU (another job may hold it), use a larger GPU, or --device cpu",
+                ) from None
+            batch_size = max(1, batch_size // 2)
+            emit({"event": "retry", "reason": "out_of_memory", "batch_anchors": batch_size})
+            continue
+        for anchor, ranks, top_lp in zip(chunk, result.ranks, result.top_lp, strict=True):
+            tree = ddtree_matches(top_lp, ranks, budgets)
+            suite.add(ranks, tree)
+            tasks[inputs.samples[anchor.sample].name].add(ranks, tree)
+        done += len(chunk)
+        emit({"event": "progress", "done": done, "total": total})
+
+    metrics = suite.summary()
+    task_out = {}
+    for name, t in tasks.items():
+        task_out[name] = {"n_anchors": t.n_anchors, **t.summary()}
+    return {
+        "schema": SCHEMA,
+        "suite": opts.suite or Path(opts.cache).resolve().name,
+        "checkpoint": {
+            "name": opts.name or Path(opts.drafter).resolve().name,
+            "path": str(Path(opts.drafter).resolve()),
+            "config_sha256": inputs.drafter.config_sha256,
+        },
+        "block_size": cfg.block_size,
+        "n_anchors": total,
+        "device": str(device),
+        "elapsed_s": round(time.perf_counter() - started, 3),
+        "metrics": metrics,
+        "tasks": task_out,
+    }
