@@ -121,3 +121,13 @@ def faulty_config(faulty_server, write_config, known_hosts: Path, client_key: Cl
         return path
 
     return write
+
+
+@pytest.fixture(scope="module")
+def demo_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """The embedded demo cluster, served from a thread for the whole module."""
+    from dflash_tui.demo.cluster import DemoCluster
+
+    cluster = DemoCluster(tmp_path_factory.mktemp("demo"), trainer_interval_s=0.2)
+    with cluster.serve_in_thread():
+        yield cluster

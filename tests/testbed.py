@@ -24,6 +24,8 @@ from typing import Any
 
 import asyncssh
 
+from dflash_tui.demo.shell_server import run_shell_session
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
@@ -305,24 +307,16 @@ class FaultyServer:
 
     async def _run_shell(self, process: asyncssh.SSHServerProcess[Any]) -> None:
         b = self.behaviour
+        if b.drop_after_bytes is None:
+            await run_shell_session(process, self.root)
+            return
         local = await asyncio.create_subprocess_shell(
             process.command or "true",
-            stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
             cwd=self.root,
             start_new_session=True,
         )
-        assert local.stdin is not None and local.stdout is not None and local.stderr is not None
-        if b.drop_after_bytes is None:
-            feeder = asyncio.ensure_future(_feed(process.stdin, local.stdin))
-            await asyncio.gather(
-                _pump(local.stdout, process.stdout), _pump(local.stderr, process.stderr)
-            )
-            status = await local.wait()
-            feeder.cancel()
-            process.exit(status if status >= 0 else 128 - status)
-            return
+        assert local.stdout is not None
         sent = 0
         while sent < b.drop_after_bytes:
             chunk = await local.stdout.read(min(65536, b.drop_after_bytes - sent))
@@ -340,18 +334,3 @@ class FaultyServer:
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
-
-
-async def _pump(source: asyncio.StreamReader, sink: Any) -> None:
-    while chunk := await source.read(65536):
-        sink.write(chunk)
-        await sink.drain()
-
-
-async def _feed(source: Any, sink: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(Exception):
-        while chunk := await source.read(65536):
-            sink.write(chunk)
-            await sink.drain()
-    with contextlib.suppress(Exception):
-        sink.close()

@@ -255,10 +255,17 @@ class _Checker:
         self.problems: list[ConfigProblem] = []
 
     def line_of(self, key: str) -> int | None:
-        while key:
+        """The key's own line, else its first child's (a table given only as
+        `[a.b]` has no line for `a`), else its nearest parent's."""
+        if key in self.index:
+            return self.index[key]
+        children = [n for k, n in self.index.items() if k.startswith((f"{key}.", f"{key}["))]
+        if children:
+            return min(children)
+        while "." in key:
+            key = key.rsplit(".", 1)[0]
             if key in self.index:
                 return self.index[key]
-            key = key.rsplit(".", 1)[0] if "." in key else ""
         return None
 
     def add(self, key: str, message: str) -> None:
@@ -584,6 +591,8 @@ def _check_jump_cycles(ch: _Checker, hosts: Mapping[str, HostConfig]) -> None:
     for start in hosts:
         chain = [start]
         current = hosts[start].jump
+        if current == start:
+            continue  # reported on its own: "cannot jump through itself"
         while current is not None and current in hosts:
             if current in chain:
                 cycle = chain[chain.index(current) :]
@@ -659,7 +668,7 @@ def parse_config(text: str, path: Path) -> Config:
             ch.add(f"runs[{i}].auto_eval", "needs `checkpoints` (a glob of checkpoint directories)")
 
     if ch.problems:
-        raise ConfigError(ch.problems)
+        raise ConfigError(sorted(ch.problems, key=lambda p: p.line or 1 << 30))
     return Config(
         path=path,
         console=console,

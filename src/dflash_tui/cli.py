@@ -1,0 +1,81 @@
+"""`dflash-tui` argument parsing and dispatch; every command calls the core.
+
+Each command lives in its own module under `dflash_tui.commands` and registers
+itself with `register(subparsers, common)`. Exit codes: 0 ok, 1 an operation
+failed, 2 bad usage or bad config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from dflash_tui import __version__
+from dflash_tui.commands import COMMAND_MODULES, CommandError
+from dflash_tui.config import ConfigError
+from dflash_tui.remote.errors import RemoteError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """Options accepted both before and after the command's name."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="hosts.toml to use (default: $DFLASH_TUI_CONFIG, else ./hosts.toml)",
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options()
+    parser = argparse.ArgumentParser(
+        prog="dflash-tui",
+        description="Console for training and evaluating DFlash drafters across GPU hosts over SSH.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"dflash-tui {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"dflash_tui.commands.{name}")
+        module.register(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "config"):
+        args.config = None
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        default = getattr(args, "default_handler", None)
+        if default is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        handler = default
+    try:
+        return int(handler(args) or 0)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except CommandError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except RemoteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""The demo cluster: three SSH hosts in one process, trainers, and a matching hosts.toml.
+
+- `trainbox` stands in for a Proxmox node: commands reach the training
+  container through a `pct exec 200 --` shim, as on the operators' machines.
+- `evalbox` is the GPU box where evals run (its python is this one).
+- `storage` holds checkpoints.
+
+Every host has its own root folder under one base directory, a generated host
+key, and a fake `nvidia-smi` where it has GPUs. The config, known_hosts and the
+client key are written next to them, so any dflash-tui command can be pointed
+at the demo with `--config`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from dflash_tui.demo import trainer
+from dflash_tui.demo.shell_server import ShellServer
+
+PCT_SHIM = """#!/bin/sh
+# Demo stand-in for Proxmox `pct exec ID -- CMD...`: runs CMD inside "container" ID.
+if [ "$1" != exec ] || [ "$3" != -- ]; then
+    echo "pct: usage: pct exec ID -- COMMAND [ARG...]" >&2
+    exit 2
+fi
+ct="$HOME/ct$2"
+shift 3
+[ -d "$ct" ] || { echo "pct: container does not exist: $ct" >&2; exit 2; }
+cd "$ct" || exit 2
+HOME="$ct" container=lxc exec "$@"
+"""
+
+NVIDIA_SMI = """#!/bin/sh
+# Demo stand-in for nvidia-smi: prints {count} GPUs for --query-gpu ... --format=csv,noheader,nounits
+now=$(date +%s)
+i=0
+while [ $i -lt {count} ]; do
+    if pgrep -f "{busy_pattern}" >/dev/null 2>&1; then util=$(( 88 + (now / 3 + i * 7) % 11 )); mem=$(( 71000 + (now + i * 131) % 4000 )); else util=0; mem=4; fi
+    echo "$i, {model}, $util, $mem, 81559"
+    i=$((i + 1))
+done
+"""
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    name: str
+    mode: str
+    seed: int
+
+
+DEMO_RUNS = (
+    DemoRun("slammed5", "healthy", 5),
+    DemoRun("wide-lr", "stalled", 7),
+    DemoRun("ablate-ctx", "dead", 11),
+)
+TRAIN_SCRIPT = "train_dflash_pipeline.py"
+HOSTS = ("trainbox", "evalbox", "storage")
+
+
+class DemoCluster:
+    """Start with `await start()` (or `serve_in_thread()`), stop with `await stop()`."""
+
+    def __init__(
+        self,
+        base: Path | None = None,
+        *,
+        trainer_interval_s: float = 0.3,
+        port_base: int | None = None,
+    ) -> None:
+        self._own_base = base is None
+        self.base = Path(base or tempfile.mkdtemp(prefix="dflash-demo-")).resolve()
+        self.trainer_interval_s = trainer_interval_s
+        self.port_base = port_base
+        self.servers: dict[str, ShellServer] = {}
+        self.trainers: list[subprocess.Popen[bytes]] = []
+        self.config_path = self.base / "hosts.toml"
+        self.known_hosts_path = self.base / "known_hosts"
+        self.client_key_path = self.base / "client" / "id_ed25519"
+
+    # ------------------------------------------------------------------ layout
+
+    def host_root(self, name: str) -> Path:
+        return self.base / name
+
+    @property
+    def container_root(self) -> Path:
+        return self.host_root("trainbox") / "ct200"
+
+    def log_path(self, run: str) -> Path:
+        return self.container_root / "workspace" / f"train_{run}.log"
+
+    def _write_tools(self) -> None:
+        shared_bin = self.base / "bin"
+        shared_bin.mkdir(parents=True, exist_ok=True)
+        _write_exe(shared_bin / "pct", PCT_SHIM)
+        gpus = {
+            "trainbox": (8, "NVIDIA H100 80GB HBM3", TRAIN_SCRIPT),
+            "evalbox": (1, "NVIDIA H100 80GB HBM3", "dflash_tui.evals.harness"),
+        }
+        for host, (count, model, pattern) in gpus.items():
+            host_bin = self.host_root(host) / "bin"
+            host_bin.mkdir(parents=True, exist_ok=True)
+            script = NVIDIA_SMI.replace("{count}", str(count)).replace("{model}", model)
+            _write_exe(host_bin / "nvidia-smi", script.replace("{busy_pattern}", pattern))
+        self.container_root.joinpath("workspace").mkdir(parents=True, exist_ok=True)
+        shutil.copy(trainer.__file__, self.container_root / "workspace" / TRAIN_SCRIPT)
+        for host in ("evalbox", "storage"):
+            (self.host_root(host) / "models").mkdir(parents=True, exist_ok=True)
+
+    def _key(self, path: Path) -> asyncssh.SSHKey:
+        """Reuse a key kept in the demo's folder, so known_hosts stays valid across restarts."""
+        if path.exists():
+            return asyncssh.read_private_key(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = asyncssh.generate_private_key("ssh-ed25519", comment="dflash-tui-demo")
+        key.write_private_key(path)
+        path.chmod(0o600)
+        return key
+
+    def _env(self, host: str) -> dict[str, str]:
+        env = dict(os.environ)
+        path = [
+            str(self.host_root(host) / "bin"),
+            str(self.base / "bin"),
+            str(Path(sys.executable).parent),
+            env.get("PATH", "/usr/bin:/bin"),
+        ]
+        env.update(
+            PATH=os.pathsep.join(path), HOME=str(self.host_root(host)), DFLASH_DEMO_HOST=host
+        )
+        env.pop("SSH_AUTH_SOCK", None)
+        return env
+
+    def write_config(self) -> Path:
+        ports = {name: server.port for name, server in self.servers.items()}
+        self.config_path.write_text(demo_config_text(ports))
+        self.known_hosts_path.write_text(
+            "".join(srv.known_hosts_line() for srv in self.servers.values())
+        )
+        return self.config_path
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> Path:
+        """Start servers and trainers; returns the path of the demo's hosts.toml."""
+        self._write_tools()
+        client_key = self._key(self.client_key_path)
+        authorized = client_key.export_public_key("openssh").decode()
+        for offset, name in enumerate(HOSTS):
+            server = ShellServer(
+                name,
+                self.host_root(name),
+                self._key(self.base / "keys" / f"{name}_host_key"),
+                authorized,
+                self._env(name),
+            )
+            port = self.port_base + offset if self.port_base else 0
+            try:
+                self.servers[name] = await server.start(port)
+            except OSError as exc:
+                await self.stop()
+                raise OSError(
+                    f"demo host {name} cannot listen on 127.0.0.1:{port}: {exc.strerror}; "
+                    "is another demo running? pick another --port-base"
+                ) from None
+        self.write_config()
+        self._start_trainers()
+        return self.config_path
+
+    def _start_trainers(self) -> None:
+        script = self.container_root / "workspace" / TRAIN_SCRIPT
+        for run in DEMO_RUNS:
+            argv = [
+                sys.executable,
+                str(script),
+                "--run",
+                run.name,
+                "--log",
+                str(self.log_path(run.name)),
+                "--mode",
+                run.mode,
+                "--seed",
+                str(run.seed),
+                "--interval",
+                str(self.trainer_interval_s),
+                "--parent-pid",
+                str(os.getpid()),
+            ]
+            self.trainers.append(
+                subprocess.Popen(
+                    argv,
+                    cwd=self.container_root,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+
+    async def stop(self) -> None:
+        for proc in self.trainers:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.trainers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(3)
+        self.trainers.clear()
+        for server in self.servers.values():
+            await server.stop()
+        self.servers.clear()
+        if self._own_base:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def serve_in_thread(self) -> Iterator[Path]:
+        """Run the cluster on its own event loop in a thread (the console owns the main one)."""
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as exc:
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.stop())
+            loop.close()
+
+        thread = threading.Thread(target=serve, name="dflash-demo", daemon=True)
+        thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+        try:
+            yield self.config_path
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+
+
+def demo_config_text(ports: dict[str, int], local_prefix: str = "") -> str:
+    """The demo's hosts.toml. Local paths are relative to the file (under `local_prefix`);
+    remote paths are relative to each host's working directory, as with ssh and scp."""
+    runs = []
+    for run in DEMO_RUNS:
+        stall = "\nstall_after_s = 60" if run.mode == "stalled" else ""
+        runs.append(
+            f'[[runs]]\nname = "{run.name}"\nhost = "trainbox"\nlog = "workspace/train_{run.name}.log"\n'
+            f'process = "{TRAIN_SCRIPT} --run {run.name}"\ntotal_steps = 70000{stall}\n'
+        )
+    p = local_prefix
+    return f"""# The embedded demo cluster's config, as written by `dflash-tui demo`.
+# Local paths are relative to this file; remote paths to each host's working directory.
+[console]
+results_dir = "{p}results"
+state_dir = "{p}state"
+known_hosts = "{p}known_hosts"
+refresh_s = 2.0
+
+# A Proxmox node: commands run inside LXC container 200 through `pct exec`.
+[hosts.trainbox]
+address = "127.0.0.1"
+port = {ports["trainbox"]}
+identity = "{p}client/id_ed25519"
+exec_prefix = ["pct", "exec", "200", "--"]
+roles = ["train"]
+
+[hosts.evalbox]
+address = "127.0.0.1"
+port = {ports["evalbox"]}
+identity = "{p}client/id_ed25519"
+python = "python3"
+model_roots = ["models"]
+roles = ["eval"]
+
+[hosts.storage]
+address = "127.0.0.1"
+port = {ports["storage"]}
+identity = "{p}client/id_ed25519"
+model_roots = ["models"]
+roles = ["storage"]
+
+""" + "\n".join(runs)
+
+
+def _write_exe(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(0o755)

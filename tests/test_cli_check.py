@@ -1,0 +1,125 @@
+"""`dflash-tui check`, `trust` and `--help`, run as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.testbed import free_port
+
+
+def cli(
+    *args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dflash_tui", *args],
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_check_against_the_demo_shows_every_host_reachable(demo_cluster) -> None:
+    out = cli("check", "--config", str(demo_cluster.config_path))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["HOST", "ADDRESS", "VIA", "REACHABLE", "LATENCY_MS", "ERROR"]
+    assert {line.split()[0]: line.split()[3] for line in lines[1:]} == {
+        "trainbox": "yes",
+        "evalbox": "yes",
+        "storage": "yes",
+    }
+
+
+def test_config_option_before_the_command_and_from_the_environment(demo_cluster) -> None:
+    before = cli("--config", str(demo_cluster.config_path), "check", "--json")
+    assert before.returncode == 0, before.stderr
+    data = json.loads(before.stdout)
+    assert all(h["reachable"] and h["latency_ms"] > 0 for h in data["hosts"])
+    from_env = cli("check", env={"DFLASH_TUI_CONFIG": str(demo_cluster.config_path)})
+    assert from_env.returncode == 0
+
+
+def test_check_with_a_dead_host_prints_the_table_and_exits_1_quickly(
+    demo_cluster, tmp_path: Path
+) -> None:
+    text = demo_cluster.config_path.read_text()
+    dead = free_port()
+    config = demo_cluster.base / "with-dead-host.toml"
+    config.write_text(
+        text.replace(
+            "[[runs]]", f'[hosts.deadbox]\naddress = "127.0.0.1"\nport = {dead}\n\n[[runs]]', 1
+        ).replace("refresh_s = 2.0", "refresh_s = 2.0\nconnect_timeout_s = 3")
+    )
+    started = time.monotonic()
+    out = cli("check", "--config", str(config))
+    elapsed = time.monotonic() - started
+    assert out.returncode == 1
+    rows = {line.split()[0]: line for line in out.stdout.splitlines()[1:]}
+    assert "NO" in rows["deadbox"] and "connection refused" in rows["deadbox"]
+    assert " yes " in rows["trainbox"]
+    assert elapsed < 3 + 10  # the connect timeout plus interpreter start-up
+
+
+def test_check_with_an_unanswering_host_gives_up_at_the_connect_timeout(
+    demo_cluster, tmp_path: Path
+) -> None:
+    # A listening socket that never speaks SSH: only the timeout can end the attempt.
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(5)
+        port = silent.getsockname()[1]
+        config = tmp_path / "hosts.toml"
+        config.write_text(
+            f'[console]\nconnect_timeout_s = 1.5\nknown_hosts = "{demo_cluster.known_hosts_path}"\n[hosts.mute]\naddress = "127.0.0.1"\nport = {port}\n'
+        )
+        started = time.monotonic()
+        out = cli("check", "--config", str(config), "--json")
+        elapsed = time.monotonic() - started
+    assert out.returncode == 1
+    host = json.loads(out.stdout)["hosts"][0]
+    assert not host["reachable"] and "1.5s" in host["error"]
+    assert elapsed < 1.5 * 3 + 8
+
+
+def test_trust_shows_fingerprint_and_appends_only_after_yes(demo_cluster, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    config = demo_cluster.base / "untrusted.toml"
+    config.write_text(
+        demo_cluster.config_path.read_text().replace(
+            'known_hosts = "known_hosts"', f'known_hosts = "{known}"'
+        )
+    )
+    refused = cli("check", "--config", str(config))
+    assert refused.returncode == 1 and "dflash-tui trust evalbox" in refused.stdout
+    no_tty = cli("trust", "evalbox", "--config", str(config), input="y\n")
+    assert no_tty.returncode == 1 and "--yes" in no_tty.stderr
+    assert not known.exists() or "127.0.0.1" not in known.read_text()
+    fingerprint = demo_cluster.servers["evalbox"].host_key.get_fingerprint("sha256")
+    ok = cli("trust", "evalbox", "--yes", "--config", str(config))
+    assert ok.returncode == 0, ok.stderr
+    assert fingerprint in ok.stdout
+    assert known.read_text().count("\n") == 1
+    again = cli("trust", "evalbox", "--yes", "--config", str(config))
+    assert "already trusted" in again.stdout
+    check = cli("check", "--config", str(config), "--json")
+    reach = {h["host"]: h["reachable"] for h in json.loads(check.stdout)["hosts"]}
+    assert reach == {"trainbox": False, "evalbox": True, "storage": False}
+
+
+def test_help_lists_only_working_commands() -> None:
+    out = cli("--help")
+    assert out.returncode == 0
+    from dflash_tui.commands import COMMAND_MODULES
+
+    for name in COMMAND_MODULES:
+        assert name in out.stdout
+    assert cli("frobnicate").returncode == 2

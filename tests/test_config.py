@@ -1,0 +1,193 @@
+"""hosts.toml loading: the DESIGN example loads, and every bad input names file, line and key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dflash_tui.config import ConfigError, build_line_index, load_config, parse_config
+
+EXAMPLE = """
+[console]
+results_dir = "results"
+state_dir = "~/.local/state/dflash-tui"
+known_hosts = "~/.ssh/known_hosts"
+refresh_s = 2.0
+
+[hosts.ct129]
+address = "10.1.230.172"
+user = "root"
+port = 22
+identity = "~/.ssh/id_ed25519"
+jump = "bastion"
+python = "/root/venv/bin/python"
+model_roots = ["/root/models"]
+roles = ["eval"]
+
+[hosts.ct200]
+address = "10.1.2.6"
+user = "root"
+exec_prefix = ["pct", "exec", "200", "--"]
+roles = ["train"]
+
+[hosts.bastion]
+address = "bastion.example.org"
+
+[[runs]]
+name = "slammed5"
+host = "ct200"
+log = "/workspace/train_slammed5.log"
+process = "train_dflash_pipeline.py"
+total_steps = 70000
+metric_patterns = ['step (?P<step>\\d+).*loss (?P<loss>[\\d.]+)']
+
+[[checkpoints]]
+name = "zlab"
+host = "ct129"
+path = "/root/models/Qwen3.6-27B-DFlash"
+baseline = true
+
+[[suites]]
+name = "coding10"
+host = "ct129"
+cache = "/root/eval/cached_hidden_states"
+"""
+
+
+def test_design_example_loads_with_paths_resolved(tmp_path: Path, isolated_home: Path) -> None:
+    path = tmp_path / "hosts.toml"
+    path.write_text(EXAMPLE)
+    config = load_config(path)
+    assert config.console.results_dir == tmp_path / "results"
+    assert config.console.known_hosts == isolated_home / ".ssh" / "known_hosts"
+    assert config.hosts["ct129"].identity == isolated_home / ".ssh" / "id_ed25519"
+    assert config.hosts["ct129"].jump == "bastion"
+    assert config.hosts["ct200"].exec_prefix == ("pct", "exec", "200", "--")
+    assert config.hosts["bastion"].port is None
+    assert config.run("slammed5").total_steps == 70000
+    assert config.checkpoints[0].baseline
+    assert config.suites[0].cache == "/root/eval/cached_hidden_states"
+
+
+def test_config_path_comes_from_env_then_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "hosts.toml").write_text(EXAMPLE)
+    monkeypatch.chdir(tmp_path)
+    assert load_config().path == Path("hosts.toml")
+    other = tmp_path / "other.toml"
+    other.write_text("[hosts.x]\n")
+    monkeypatch.setenv("DFLASH_TUI_CONFIG", str(other))
+    assert list(load_config().hosts) == ["x"]
+
+
+BAD = [
+    ("syntax", "[hosts.a]\naddress = \n", 2, "TOML syntax error"),
+    (
+        "unknown key",
+        "[hosts.a]\naddress = 'x'\nadress = 'y'\n",
+        3,
+        'hosts.a.adress: unknown key; did you mean "address"?',
+    ),
+    ("unknown top", "[host.a]\n", 1, 'host: unknown key; did you mean "hosts"?'),
+    (
+        "wrong type",
+        "[hosts.a]\nport = '22'\n",
+        2,
+        "hosts.a.port: expected an integer, got a string '22'",
+    ),
+    ("bad port", "[hosts.a]\nport = 70000\n", 2, "hosts.a.port: must be a TCP port"),
+    (
+        "unknown host ref",
+        "[hosts.ct129]\n[[runs]]\nname = 'r'\nhost = 'ct12'\nlog = '/l'\n",
+        4,
+        'runs[0].host: unknown host "ct12"; did you mean "ct129"?',
+    ),
+    ("jump to nowhere", "[hosts.a]\njump = 'nope'\n", 2, 'hosts.a.jump: unknown host "nope"'),
+    (
+        "jump cycle",
+        "[hosts.a]\njump = 'b'\n[hosts.b]\njump = 'a'\n",
+        2,
+        "jump hosts form a cycle: a -> b -> a",
+    ),
+    ("self jump", "[hosts.a]\njump = 'a'\n", 2, "hosts.a.jump: a host cannot jump through itself"),
+    (
+        "duplicate run",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/a'\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/b'\n",
+        7,
+        'runs[1].name: duplicate name "r" (also runs[0])',
+    ),
+    (
+        "missing key",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\n",
+        2,
+        "runs[0].log: missing; expected a string",
+    ),
+    (
+        "bad regex",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/l'\nmetric_patterns = ['(']\n",
+        6,
+        "runs[0].metric_patterns: regex '(' does not compile",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "text", "line", "message"), BAD, ids=[b[0] for b in BAD])
+def test_bad_config_names_line_and_key(
+    tmp_path: Path, case: str, text: str, line: int, message: str
+) -> None:
+    path = tmp_path / "hosts.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    problems = info.value.problems
+    assert len(problems) == 1, [str(p) for p in problems]
+    assert problems[0].line == line
+    assert str(problems[0]).startswith(f"{path}:{line}: ")
+    assert message in str(problems[0])
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    text = "[hosts.a]\nport = 'x'\nuser = 3\n[[runs]]\nname = 'r'\nhost = 'zz'\nlog = '/l'\n"
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, tmp_path / "h.toml")
+    assert sorted(p.key for p in info.value.problems) == [
+        "hosts.a.port",
+        "hosts.a.user",
+        "runs[0].host",
+    ]
+
+
+def test_missing_file_says_how_to_point_at_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"config file not found; pass --config PATH"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_line_index_maps_tables_arrays_and_quoted_keys() -> None:
+    text = '[console]\nrefresh_s = 1\n\n[hosts."ct 1"]\nport = 2\n[[runs]]\nname = "a"\n[[runs]]\nname = "b"\n'
+    index = build_line_index(text)
+    assert index["console.refresh_s"] == 2
+    assert index["hosts.ct 1.port"] == 5
+    assert index["runs[1].name"] == 9
+
+
+@pytest.mark.parametrize(("case", "text", "line", "message"), BAD[:4], ids=[b[0] for b in BAD[:4]])
+def test_cli_exits_2_with_one_line_and_no_traceback(
+    tmp_path: Path, case: str, text: str, line: int, message: str
+) -> None:
+    path = tmp_path / "hosts.toml"
+    path.write_text(text)
+    out = subprocess.run(
+        [sys.executable, "-m", "dflash_tui", "check", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and f"{path}:{line}" in lines[0]
+    assert "Traceback" not in out.stderr
