@@ -209,6 +209,12 @@ class TargetHead:
         return embed, lm_head
 
 
+SAMPLE_HINT = (
+    "a sample file holds input_ids int64 [T], hidden_states [T, n_feature_layers*H] and "
+    "loss_mask [T] (DESIGN §4.3); rewrite it with the cache builder"
+)
+
+
 def check_sample(spec: SampleSpec, problems: Problems) -> TensorFile | None:
     """Read a sample's ids, mask and feature shape; adds problems instead of raising.
 
@@ -219,12 +225,15 @@ def check_sample(spec: SampleSpec, problems: Problems) -> TensorFile | None:
     try:
         tf = TensorFile(spec.path, f"cache {where}")
     except InputError as exc:
-        problems.add(exc.message)
+        problems.add_error(exc)
         return None
     keys = tf.keys()
     missing = [k for k in ("input_ids", "hidden_states", "loss_mask") if k not in keys]
     if missing:
-        problems.add(f"{where}: missing tensor(s) {', '.join(missing)} (found {sorted(keys)[:6]})")
+        problems.add(
+            f"{where}: missing tensor(s) {', '.join(missing)} (found {sorted(keys)[:6]})",
+            SAMPLE_HINT,
+        )
         return None
     ids_shape, hs_shape, mask_shape = (
         tf.shape(k) for k in ("input_ids", "hidden_states", "loss_mask")
@@ -232,24 +241,27 @@ def check_sample(spec: SampleSpec, problems: Problems) -> TensorFile | None:
     bad = False
     if len(ids_shape) != 1 or tf.dtype("input_ids") not in INTEGERS:
         problems.add(
-            f"{where}: input_ids is {tf.dtype('input_ids')} {list(ids_shape)}, expected int64 [T]"
+            f"{where}: input_ids is {tf.dtype('input_ids')} {list(ids_shape)}, expected int64 [T]",
+            SAMPLE_HINT,
         )
         bad = True
     if len(hs_shape) != 2 or tf.dtype("hidden_states") not in FLOAT_WEIGHTS:
         problems.add(
             f"{where}: hidden_states is {tf.dtype('hidden_states')} {list(hs_shape)}, "
-            "expected a float [T, n_target_layers*H]"
+            "expected a float [T, n_target_layers*H]",
+            SAMPLE_HINT,
         )
         bad = True
     if len(mask_shape) != 1:
-        problems.add(f"{where}: loss_mask has shape {list(mask_shape)}, expected [T]")
+        problems.add(f"{where}: loss_mask has shape {list(mask_shape)}, expected [T]", SAMPLE_HINT)
         bad = True
     if bad:
         return None
     if not (ids_shape[0] == hs_shape[0] == mask_shape[0]):
         problems.add(
             f"{where}: lengths differ: input_ids {ids_shape[0]}, hidden_states {hs_shape[0]}, "
-            f"loss_mask {mask_shape[0]}"
+            f"loss_mask {mask_shape[0]}",
+            SAMPLE_HINT,
         )
         return None
     spec.length = ids_shape[0]

@@ -284,7 +284,10 @@ class DrafterFiles:
             shown = ", ".join(missing[:8]) + (
                 f" and {len(missing) - 8} more" if len(missing) > 8 else ""
             )
-            problems.add(f"missing tensors in {self.dir}: {shown}")
+            problems.add(
+                f"missing tensors in {self.dir}: {shown}",
+                "the checkpoint is incomplete (copy it again) or not a DFlash drafter",
+            )
 
     def load(self, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
         """Read the weights the forward needs (plus optional attention biases) onto ``device``."""

@@ -80,7 +80,7 @@ def open_inputs(drafter_dir: Path, cache_dir: Path) -> Inputs:
     samples = [s for s in manifest.samples if s.input_ids is not None]
     check_compatibility(drafter, manifest, head, samples, problems)
     problems.raise_if_any(
-        f"drafter {drafter.dir} cannot be evaluated on cache {manifest.dir}:",
+        f"cannot evaluate drafter {drafter.dir} on cache {manifest.dir}:",
         hint="use the drafter trained for this cache's target model, or rebuild the cache "
         "with that target and the drafter's target_layer_ids",
     )
