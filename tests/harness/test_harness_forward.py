@@ -26,7 +26,7 @@ def test_batched_forward_matches_reference(pairs, variant):
     cfg = inputs.drafter.config
     anchors = find_anchors(inputs.samples, cfg.block_size, None)
     assert len({a.sample for a in anchors}) == len(samples)
-    runner = Runner(inputs, torch.device("cpu"), torch.float32, max(BUDGETS))
+    runner = Runner.from_inputs(inputs, torch.device("cpu"), torch.float32, max(BUDGETS))
     runner.plan(anchors)
 
     # batches of 7 cross sample boundaries, so padding of shorter contexts is exercised
@@ -73,7 +73,7 @@ def test_anchor_at_zero_has_empty_context(pairs):
     inputs = open_inputs(pair.drafter, pair.cache)
     anchors = find_anchors(inputs.samples, inputs.drafter.config.block_size, None)
     assert anchors[0].position == 0
-    runner = Runner(inputs, torch.device("cpu"), torch.float32, 4)
+    runner = Runner.from_inputs(inputs, torch.device("cpu"), torch.float32, 4)
     runner.plan(anchors)
     alone = runner.logits(anchors[:1])[0][0]
     torch.testing.assert_close(

@@ -45,7 +45,7 @@ def test_streaks_vary_per_anchor_and_per_task(teacher_suite):
     _, teacher, cache = teacher_suite
     inputs = open_inputs(teacher, cache)
     anchors = find_anchors(inputs.samples, 8, None)
-    runner = Runner(inputs, torch.device("cpu"), torch.float32, 4)
+    runner = Runner.from_inputs(inputs, torch.device("cpu"), torch.float32, 4)
     runner.plan(anchors)
     logits, labels = runner.logits(anchors)
     streaks = [streak(r, 1) for r in label_ranks(logits, labels).tolist()]

@@ -19,7 +19,7 @@ import torch
 from . import SCHEMA
 from .cache import Manifest, SampleSpec, TargetHead, check_sample, load_features, read_manifest
 from .compat import check_compatibility
-from .drafter import DrafterFiles
+from .drafter import DrafterConfig, DrafterFiles
 from .errors import InputError, Problems, RunFailure
 from .metrics import Totals, ddtree_matches, label_ranks, top_log_probs
 from .model import ContextKV, DrafterModel, block_logits
@@ -123,18 +123,45 @@ def is_oom(exc: BaseException) -> bool:
 
 
 class Runner:
-    """Loads the weights on the device and scores batches of anchors."""
+    """Drafter weights on the device, scoring batches of anchors.
 
-    def __init__(self, inputs: Inputs, device: torch.device, dtype: torch.dtype, topk_max: int):
-        self.inputs = inputs
-        self.cfg = inputs.drafter.config
-        self.model = DrafterModel(self.cfg, inputs.drafter.load(device, dtype))
-        embed, lm_head = inputs.head.load()
-        self.embed = embed  # stays on the CPU; only the rows of a batch move
-        self.lm_head = lm_head.to(device=device, dtype=dtype)
+    ``samples`` supply token ids and names; their features are read on demand
+    by :meth:`features` (from the cache files here, from memory in the bench).
+    """
+
+    def __init__(
+        self,
+        cfg: DrafterConfig,
+        model: DrafterModel,
+        embed: torch.Tensor,
+        lm_head: torch.Tensor,
+        samples: list[SampleSpec],
+        topk_max: int,
+    ):
+        self.cfg = cfg
+        self.model = model
+        self.embed = embed  # may stay on the CPU; only the rows of a batch move
+        self.lm_head = lm_head
+        self.samples = samples
         self.width = topk_max
+        self.device = model.device
         self._contexts: dict[int, ContextKV] = {}
-        self._ctx_rows = dict.fromkeys(range(len(inputs.samples)), 0)
+        self._ctx_rows = dict.fromkeys(range(len(samples)), 0)
+
+    @classmethod
+    def from_inputs(
+        cls, inputs: Inputs, device: torch.device, dtype: torch.dtype, topk_max: int
+    ) -> Runner:
+        """Load checked inputs: drafter weights and lm_head onto ``device``, embed on the CPU."""
+        cfg = inputs.drafter.config
+        model = DrafterModel(cfg, inputs.drafter.load(device, dtype))
+        embed, lm_head = inputs.head.load()
+        lm_head = lm_head.to(device=device, dtype=dtype)
+        return cls(cfg, model, embed, lm_head, inputs.samples, topk_max)
+
+    def features(self, sample: int, rows: int) -> torch.Tensor:
+        """The first ``rows`` feature rows of a sample."""
+        return load_features(self.samples[sample], rows)
 
     def plan(self, anchors: list[Anchor]) -> None:
         """Remember how many context rows each sample needs (its largest anchor)."""
@@ -143,9 +170,9 @@ class Runner:
 
     def _context(self, sample: int) -> ContextKV:
         if sample not in self._contexts:
-            spec = self.inputs.samples[sample]
             rows = self._ctx_rows[sample]
-            feats = load_features(spec, rows) if rows else torch.zeros(0, spec.feature_width)
+            width = self.cfg.n_feature_layers * self.cfg.hidden_size
+            feats = self.features(sample, rows) if rows else torch.zeros(0, width)
             self._contexts[sample] = self.model.context(feats)
         return self._contexts[sample]
 
@@ -160,7 +187,7 @@ class Runner:
         slot = {s: i for i, s in enumerate(samples)}
         contexts = [self._context(s) for s in samples]
         b = self.cfg.block_size
-        ids = [self.inputs.samples[a.sample].input_ids for a in batch]
+        ids = [self.samples[a.sample].input_ids for a in batch]
         anchors = torch.tensor([a.position for a in batch], dtype=torch.long)
         which = torch.tensor([slot[a.sample] for a in batch], dtype=torch.long)
         tokens = torch.stack([t[a.position] for t, a in zip(ids, batch, strict=True)])  # type: ignore[index]
@@ -177,7 +204,7 @@ class Runner:
         logits, labels = self.logits(batch)
         with torch.inference_mode():
             if torch.isnan(logits).any():
-                names = sorted({self.inputs.samples[a.sample].name for a in batch})
+                names = sorted({self.samples[a.sample].name for a in batch})
                 raise RunFailure(
                     f"the drafter produced NaN logits (samples {names})",
                     hint="the checkpoint may be corrupt or diverged; try --dtype float32 to rule out "
@@ -188,15 +215,72 @@ class Runner:
         return Batch(ranks, top_lp)
 
 
+def score_anchors(
+    runner: Runner,
+    anchors: list[Anchor],
+    topk: tuple[int, ...],
+    budgets: tuple[int, ...],
+    batch_anchors: int,
+    emit: Emit,
+) -> tuple[Totals, dict[str, Totals]]:
+    """Score every anchor in batches; returns suite and per-task totals.
+
+    Emits ``start``, ``progress`` after each batch, and ``retry`` when an
+    out-of-memory error halves the batch; RunFailure when even one anchor
+    does not fit.
+    """
+    runner.plan(anchors)
+    device = runner.device
+    positions = runner.cfg.block_size - 1
+    suite = Totals(positions, topk, budgets)
+    names = list(dict.fromkeys(s.name for s in runner.samples))
+    tasks = {name: Totals(positions, topk, budgets) for name in names}
+    total, done, batch_size = len(anchors), 0, max(1, batch_anchors)
+    emit(
+        {
+            "event": "start",
+            "total": total,
+            "device": str(device),
+            "dtype": str(runner.model.dtype).replace("torch.", ""),
+            "batch_anchors": batch_size,
+        }
+    )
+    emit({"event": "progress", "done": 0, "total": total})
+    while done < total:
+        chunk = anchors[done : done + batch_size]
+        runner.release_before(chunk[0].sample)
+        try:
+            result = runner.score(chunk)
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            if batch_size == 1:
+                raise RunFailure(
+                    f"out of memory on {device} even with one anchor per batch "
+                    f"(sample {runner.samples[chunk[0].sample].name!r}, context {chunk[0].position} tokens)",
+                    hint="free the GPU (another job may hold it), use a larger GPU, or --device cpu",
+                ) from None
+            batch_size = max(1, batch_size // 2)
+            emit({"event": "retry", "reason": "out_of_memory", "batch_anchors": batch_size})
+            continue
+        for anchor, ranks, top_lp in zip(chunk, result.ranks, result.top_lp, strict=True):
+            tree = ddtree_matches(top_lp, ranks, budgets)
+            suite.add(ranks, tree)
+            tasks[runner.samples[anchor.sample].name].add(ranks, tree)
+        done += len(chunk)
+        emit({"event": "progress", "done": done, "total": total})
+    return suite, tasks
+
+
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     if name == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def evaluate(
-    opts: Options, emit: Emit, runner_factory: Callable[..., Runner] = Runner
-) -> dict[str, Any]:
+def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
     """Run the eval and return the ``dflash-eval/1`` results object."""
     started = time.perf_counter()
     inputs = open_inputs(opts.drafter, opts.cache)
@@ -215,49 +299,8 @@ def evaluate(
     topk = tuple(sorted(set(opts.topk) | {1}))
     budgets = tuple(sorted(set(opts.budgets)))
     width = max(budgets) if budgets else 1
-    runner = runner_factory(inputs, device, dtype, width)
-    runner.plan(anchors)
-
-    positions = cfg.block_size - 1
-    suite = Totals(positions, topk, budgets)
-    names = list(dict.fromkeys(s.name for s in inputs.samples))
-    tasks = {name: Totals(positions, topk, budgets) for name in names}
-    total, done, batch_size = len(anchors), 0, max(1, opts.batch_anchors)
-    emit(
-        {
-            "event": "start",
-            "total": total,
-            "device": str(device),
-            "dtype": str(dtype).replace("torch.", ""),
-            "batch_anchors": batch_size,
-        }
-    )
-    emit({"event": "progress", "done": 0, "total": total})
-    while done < total:
-        chunk = anchors[done : done + batch_size]
-        runner.release_before(chunk[0].sample)
-        try:
-            result = runner.score(chunk)
-        except Exception as exc:
-            if not is_oom(exc):
-                raise
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            if batch_size == 1:
-                raise RunFailure(
-                    f"out of memory on {device} even with one anchor per batch "
-                    f"(sample {inputs.samples[chunk[0].sample].name!r}, context {chunk[0].position} tokens)",
-                    hint="free the GPU (another job may hold it), use a larger GPU, or --device cpu",
-                ) from None
-            batch_size = max(1, batch_size // 2)
-            emit({"event": "retry", "reason": "out_of_memory", "batch_anchors": batch_size})
-            continue
-        for anchor, ranks, top_lp in zip(chunk, result.ranks, result.top_lp, strict=True):
-            tree = ddtree_matches(top_lp, ranks, budgets)
-            suite.add(ranks, tree)
-            tasks[inputs.samples[anchor.sample].name].add(ranks, tree)
-        done += len(chunk)
-        emit({"event": "progress", "done": done, "total": total})
+    runner = Runner.from_inputs(inputs, device, dtype, width)
+    suite, tasks = score_anchors(runner, anchors, topk, budgets, opts.batch_anchors, emit)
 
     metrics = suite.summary()
     task_out = {}
@@ -272,7 +315,7 @@ def evaluate(
             "config_sha256": inputs.drafter.config_sha256,
         },
         "block_size": cfg.block_size,
-        "n_anchors": total,
+        "n_anchors": len(anchors),
         "device": str(device),
         "elapsed_s": round(time.perf_counter() - started, 3),
         "metrics": metrics,
