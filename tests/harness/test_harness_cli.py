@@ -210,3 +210,20 @@ def test_module_entry_point(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "--drafter" in proc.stdout and "--batch-anchors" in proc.stdout
+
+
+def test_nan_logits_fail_with_exit_1(capsys, small, tmp_path):
+    from safetensors import safe_open
+
+    from dflash_tui.evals.synthetic import save_safetensors
+
+    drafter = tmp_path / "drafter"
+    shutil.copytree(small.drafter, drafter)
+    path = drafter / "model.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    tensors["norm.weight"] = torch.full_like(tensors["norm.weight"], float("nan"))
+    save_safetensors(path, tensors)
+    result = run_cli(capsys, type(small)(drafter, small.cache), tmp_path / "r.json")
+    assert result.code == 1
+    assert "NaN logits" in result.stderr and "Traceback" not in result.stderr

@@ -216,3 +216,17 @@ def test_bad_arguments_exit_2(capsys, small, tmp_path):
         run_cli(capsys, small, tmp_path / "o.json", "--topk", "1,zero")
     assert exc.value.code == 2
     assert "expected comma-separated integers" in capsys.readouterr().err
+
+
+def test_unexpected_tensors_are_refused(capsys, small, tmp_path):
+    pair = copy_pair(small, tmp_path)
+    path = pair.drafter / "model.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    tensors["layers.0.attention_conv.base_kernel"] = torch.zeros(2, 4, 64)
+    tensors["rotary_emb.inv_freq"] = torch.zeros(8)  # a harmless buffer some saves carry
+    save_safetensors(path, tensors)
+    err = _expect_input_error(
+        capsys, pair, tmp_path, "unexpected tensors", "attention_conv", "DFlash 2"
+    )
+    assert "inv_freq" not in err

@@ -280,6 +280,24 @@ class DrafterFiles:
                     problems.add(f"{key}: shape {list(found)}, expected [{shape[0]}, ...]")
             elif found != shape:
                 problems.add(f"{key}: shape {list(found)}, expected {list(shape)} from config.json")
+        expected = {self.key(n) for n in weight_shapes(self.config)}
+        expected |= {
+            self.key(f"layers.{i}.self_attn.{proj}.bias")
+            for i in range(self.config.num_layers)
+            for proj in OPTIONAL_BIASES
+        }
+        extra = sorted(
+            k
+            for k in self.files.keys()
+            if k not in expected and not k.endswith("rotary_emb.inv_freq")
+        )
+        if extra:
+            shown = ", ".join(extra[:4]) + (f" and {len(extra) - 4} more" if len(extra) > 4 else "")
+            problems.add(
+                f"unexpected tensors in {self.dir}: {shown}",
+                "this harness computes the DFlash block forward of DESIGN §4.4; a drafter with "
+                "extra modules (e.g. DFlash 2 convolutions or candidate selector) would be scored wrongly",
+            )
         if missing:
             shown = ", ".join(missing[:8]) + (
                 f" and {len(missing) - 8} more" if len(missing) > 8 else ""

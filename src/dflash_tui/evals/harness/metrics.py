@@ -29,12 +29,20 @@ import torch
 
 
 def label_ranks(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Rank of each label among its row's logits (ties to the lower id): ``[..., P]`` int64."""
+    """Rank of each label among its row's logits (ties to the lower id): ``[..., P]`` int64.
+
+    Exact ties are rare in float logits, so the id tie-break is only computed
+    for the rows that have one.
+    """
     label_logit = logits.gather(-1, labels[..., None])
-    above = (logits > label_logit).sum(-1)
-    ids = torch.arange(logits.shape[-1], device=logits.device)
-    tied_lower = ((logits == label_logit) & (ids < labels[..., None])).sum(-1)
-    return above + tied_lower
+    ranks = torch.count_nonzero(logits > label_logit, dim=-1)
+    tied = torch.count_nonzero(logits == label_logit, dim=-1) > 1
+    if bool(tied.any()):
+        rows = tied.nonzero(as_tuple=True)
+        ids = torch.arange(logits.shape[-1], device=logits.device)
+        lower = (logits[rows] == label_logit[rows]) & (ids < labels[rows][:, None])
+        ranks[rows] += torch.count_nonzero(lower, dim=-1)
+    return ranks
 
 
 def top_log_probs(logits: torch.Tensor, k: int) -> torch.Tensor:

@@ -203,7 +203,8 @@ class Runner:
         """Forward one batch and reduce its logits to label ranks and top log-probs."""
         logits, labels = self.logits(batch)
         with torch.inference_mode():
-            if torch.isnan(logits).any():
+            top = top_log_probs(logits, self.width)
+            if torch.isnan(top).any():  # a NaN logit turns its whole log_softmax row NaN
                 names = sorted({self.samples[a.sample].name for a in batch})
                 raise RunFailure(
                     f"the drafter produced NaN logits (samples {names})",
@@ -211,7 +212,7 @@ class Runner:
                     "bf16 overflow",
                 )
             ranks = label_ranks(logits, labels).cpu().tolist()
-            top_lp = top_log_probs(logits, self.width).cpu().tolist()
+            top_lp = top.cpu().tolist()
         return Batch(ranks, top_lp)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,9 @@ class ModelFiles:
 
     def keys(self) -> list[str]:
         return list(self.weight_map)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.weight_map)
 
     def __contains__(self, key: str) -> bool:
         return key in self.weight_map
