@@ -287,9 +287,7 @@ class DrafterFiles:
             for proj in OPTIONAL_BIASES
         }
         extra = sorted(
-            k
-            for k in self.files.keys()
-            if k not in expected and not k.endswith("rotary_emb.inv_freq")
+            k for k in self.files if k not in expected and not k.endswith("rotary_emb.inv_freq")
         )
         if extra:
             shown = ", ".join(extra[:4]) + (f" and {len(extra) - 4} more" if len(extra) > 4 else "")
