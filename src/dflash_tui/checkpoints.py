@@ -1,0 +1,596 @@
+"""Checkpoint summaries from safetensors headers and config.json, local or over SSH.
+
+Only headers cross the network: a safetensors file starts with an 8-byte
+little-endian header length and a JSON header naming every tensor's dtype,
+shape and byte range, which is all a summary needs. The remote side reads
+exactly `8 + header_len` bytes of each weight file, so inspecting a 3 GB
+checkpoint costs kilobytes. Weight hashes (`sha256=True`) are computed on the
+host that holds the files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import os
+import re
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dflash_tui.remote.command import shell_script
+from dflash_tui.remote.pool import HostPool
+
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+DTYPE_BYTES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+    "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8,
+}  # fmt: skip
+DFLASH_FIELDS = ("block_size", "mask_token_id", "target_layer_ids", "num_target_layers")
+
+
+class CheckpointError(Exception):
+    """A checkpoint cannot be read or is malformed; names the place and the problem."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A directory on a host (`host=None` means this machine)."""
+
+    host: str | None
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.path}" if self.host else self.path
+
+
+def parse_location(text: str) -> Location:
+    """`host:path` or a local path (anything with '/' before the first ':' is local, as with scp)."""
+    head, sep, tail = text.partition(":")
+    if sep and head and "/" not in head:
+        return Location(head, tail or ".")
+    return Location(None, text)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    file: str
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class WeightFile:
+    name: str
+    size_bytes: int
+    header_bytes: int
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointSummary:
+    """What `inspect` prints; built from headers and config.json only."""
+
+    location: str
+    config: Mapping[str, Any]
+    files: tuple[WeightFile, ...]
+    tensors: tuple[TensorInfo, ...]
+    config_sha256: str | None
+    bytes_read: int
+    kind: str  # "drafter", "target" or "unknown"
+    problems: tuple[str, ...] = ()
+
+    def setting(self, name: str) -> Any:
+        """A config value from the top level or from `dflash_config`."""
+        return config_value(self.config, name)
+
+    @property
+    def parameters(self) -> int:
+        return sum(t.numel for t in self.tensors)
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.files)
+
+    @property
+    def dtypes(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t in self.tensors:
+            counts[t.dtype] = counts.get(t.dtype, 0) + t.numel
+        return counts
+
+    @property
+    def layers(self) -> int | None:
+        configured = self.setting("num_hidden_layers")
+        if isinstance(configured, int):
+            return configured
+        found = {
+            int(m.group(1))
+            for t in self.tensors
+            if (m := re.match(r"(?:model\.)?layers\.(\d+)\.", t.name))
+        }
+        return len(found) or None
+
+    def shapes(self) -> dict[str, tuple[str, tuple[int, ...]]]:
+        return {t.name: (t.dtype, t.shape) for t in self.tensors}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "location": self.location,
+            "kind": self.kind,
+            "parameters": self.parameters,
+            "weight_bytes": self.weight_bytes,
+            "dtypes": self.dtypes,
+            "layers": self.layers,
+            "hidden_size": self.setting("hidden_size"),
+            "block_size": self.setting("block_size"),
+            "target_layer_ids": self.setting("target_layer_ids"),
+            "mask_token_id": self.setting("mask_token_id"),
+            "vocab_size": self.setting("vocab_size"),
+            "config_sha256": self.config_sha256,
+            "files": [asdict(f) for f in self.files],
+            "tensors": len(self.tensors),
+            "bytes_read": self.bytes_read,
+            "problems": list(self.problems),
+        }
+
+
+def config_value(config: Mapping[str, Any], name: str) -> Any:
+    if name in config:
+        return config[name]
+    inner = config.get("dflash_config")
+    if isinstance(inner, Mapping) and name in inner:
+        return inner[name]
+    return None
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_header(raw: bytes, file: str, where: str) -> list[TensorInfo]:
+    """Tensors of one safetensors header (the JSON after the length prefix)."""
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(
+            f"{where}/{file}: not a safetensors file (header is not JSON: {exc})"
+        ) from None
+    if not isinstance(header, dict):
+        raise CheckpointError(
+            f"{where}/{file}: not a safetensors file (header is not a JSON object)"
+        )
+    tensors = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            tensors.append(
+                TensorInfo(name, str(info["dtype"]), tuple(int(x) for x in info["shape"]), file)
+            )
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(
+                f"{where}/{file}: tensor {name!r} has no valid dtype/shape"
+            ) from None
+    return tensors
+
+
+def _kind(config: Mapping[str, Any], tensors: Sequence[TensorInfo]) -> str:
+    if any(config_value(config, f) is not None for f in DFLASH_FIELDS) or any(
+        t.name == "fc.weight" for t in tensors
+    ):
+        return "drafter"
+    if (
+        any(t.name.endswith("embed_tokens.weight") for t in tensors)
+        or "num_hidden_layers" in config
+    ):
+        return "target"
+    return "unknown"
+
+
+def _weight_file_names(listing: Sequence[str], index: Mapping[str, Any] | None) -> list[str]:
+    if index is not None:
+        weight_map = index.get("weight_map", {})
+        return sorted(set(weight_map.values())) if isinstance(weight_map, dict) else []
+    return sorted(n for n in listing if n.endswith(".safetensors"))
+
+
+def _summary(
+    where: str,
+    config_raw: bytes | None,
+    index_raw: bytes | None,
+    files: Sequence[tuple[str, int, bytes | None, str | None]],
+    bytes_read: int,
+) -> CheckpointSummary:
+    problems: list[str] = []
+    config: dict[str, Any] = {}
+    if config_raw is None:
+        problems.append("no config.json")
+    else:
+        try:
+            loaded = json.loads(config_raw)
+            config = loaded if isinstance(loaded, dict) else {}
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CheckpointError(f"{where}/config.json: not valid JSON ({exc})") from None
+    tensors: list[TensorInfo] = []
+    weight_files = []
+    for name, size, header, digest in files:
+        if header is None:
+            problems.append(f"{name}: missing")
+            continue
+        tensors.extend(parse_header(header, name, where))
+        weight_files.append(WeightFile(name, size, len(header), digest))
+        data_bytes = size - 8 - len(header)
+        declared = sum(t.numel * DTYPE_BYTES.get(t.dtype, 0) for t in tensors if t.file == name)
+        if data_bytes < declared:
+            problems.append(
+                f"{name}: truncated ({data_bytes} data bytes, header declares {declared})"
+            )
+    if not files:
+        problems.append("no *.safetensors weights")
+    del index_raw  # the shard list already came from it
+    return CheckpointSummary(
+        location=where,
+        config=config,
+        files=tuple(weight_files),
+        tensors=tuple(tensors),
+        config_sha256=hashlib.sha256(config_raw).hexdigest() if config_raw is not None else None,
+        bytes_read=bytes_read,
+        kind=_kind(config, tensors),
+        problems=tuple(problems),
+    )
+
+
+# --------------------------------------------------------------------------- local
+
+
+def _read_local_header(path: Path) -> tuple[bytes, int]:
+    with path.open("rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            raise CheckpointError(f"{path}: not a safetensors file (shorter than 8 bytes)")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > MAX_HEADER_BYTES:
+            raise CheckpointError(
+                f"{path}: not a safetensors file (header length {length} is implausible)"
+            )
+        header = handle.read(length)
+        if len(header) < length:
+            raise CheckpointError(f"{path}: truncated safetensors header")
+    return header, 8 + length
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(4 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def inspect_local(path: str, *, sha256: bool = False) -> CheckpointSummary:
+    """Summarise a checkpoint directory (or a single .safetensors file) on this machine."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise CheckpointError(f"{root}: no such file or directory")
+    folder = root if root.is_dir() else root.parent
+    listing = [root.name] if root.is_file() else sorted(os.listdir(root))
+    bytes_read = 0
+
+    def read_small(name: str) -> bytes | None:
+        nonlocal bytes_read
+        candidate = folder / name
+        if not candidate.is_file():
+            return None
+        data = candidate.read_bytes()[:MAX_CONFIG_BYTES]
+        bytes_read += len(data)
+        return data
+
+    config_raw = read_small("config.json")
+    index_raw = read_small("model.safetensors.index.json") if root.is_dir() else None
+    index = _load_index(index_raw, str(folder))
+    files = []
+    for name in _weight_file_names(listing, index):
+        file = folder / name
+        if not file.is_file():
+            files.append((name, 0, None, None))
+            continue
+        header, n = _read_local_header(file)
+        bytes_read += n
+        files.append((name, file.stat().st_size, header, _sha256_file(file) if sha256 else None))
+    return _summary(str(root), config_raw, index_raw, files, bytes_read)
+
+
+def _load_index(raw: bytes | None, where: str) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        loaded = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(
+            f"{where}/model.safetensors.index.json: not valid JSON ({exc})"
+        ) from None
+    return loaded if isinstance(loaded, dict) else None
+
+
+# --------------------------------------------------------------------------- remote
+
+# Prints framed records for a checkpoint directory ($1) or one .safetensors file:
+#   "F <kind> <name> <size> <n>\n" then n raw bytes, where kind is config, index or
+#   header (the safetensors header JSON only); "M <name>" for a shard the index names
+#   but the folder lacks; "H <name> <sha256>" with $2=1. Shard names come from the
+#   index's weight_map values. Only the 8-byte prefix and the header of each weights
+#   file are read.
+_INSPECT_SCRIPT = r"""
+set -u
+p=$1; want_sha=$2; max_header=$3; max_small=$4
+if [ -d "$p" ]; then dir=$p; only=; elif [ -f "$p" ]; then dir=$(dirname -- "$p"); only=$(basename -- "$p"); else echo "E no such file or directory: $p"; exit 3; fi
+[ -r "$dir" ] || { echo "E permission denied: $dir"; exit 3; }
+small() {
+    f=$dir/$2
+    [ -f "$f" ] || return 0
+    s=$(wc -c < "$f")
+    n=$s; [ "$n" -gt "$max_small" ] && n=$max_small
+    printf 'F %s %s %s %s\n' "$1" "$2" "$s" "$n"
+    head -c "$n" "$f"
+}
+small config config.json
+if [ -z "$only" ]; then small index model.safetensors.index.json; fi
+if [ -n "$only" ]; then names=$only
+elif [ -f "$dir/model.safetensors.index.json" ]; then
+    names=$(grep -o '"[^"/]*\.safetensors"' "$dir/model.safetensors.index.json" | tr -d '"' | sort -u)
+else names=$(cd -- "$dir" && ls -1 | grep '\.safetensors$'); fi
+printf '%s\n' "$names" | while IFS= read -r name; do
+    [ -n "$name" ] || continue
+    f=$dir/$name
+    [ -f "$f" ] || { printf 'M %s\n' "$name"; continue; }
+    s=$(wc -c < "$f")
+    set -- $(od -An -tu1 -N8 -- "$f")
+    if [ $# -lt 8 ]; then printf 'F header %s %s 0\n' "$name" "$s"; continue; fi
+    n=$(( $1 + ($2 << 8) + ($3 << 16) + ($4 << 24) + ($5 << 32) + ($6 << 40) + ($7 << 48) + ($8 << 56) ))
+    if [ "$n" -gt "$max_header" ] || [ "$n" -lt 0 ]; then printf 'X %s %s\n' "$name" "$n"; continue; fi
+    printf 'F header %s %s %s\n' "$name" "$s" "$n"
+    head -c $((8 + n)) -- "$f" | tail -c "$n"
+    if [ "$want_sha" = 1 ]; then printf 'H %s %s\n' "$name" "$(sha256sum < "$f" | cut -d' ' -f1)"; fi
+done
+"""
+
+
+async def inspect_remote(
+    pool: HostPool, host: str, path: str, *, sha256: bool = False
+) -> CheckpointSummary:
+    """Summarise a checkpoint directory on `host` in one round trip, reading only headers there."""
+    where = f"{host}:{path}"
+    argv = shell_script(
+        _INSPECT_SCRIPT, path, "1" if sha256 else "0", str(MAX_HEADER_BYTES), str(MAX_CONFIG_BYTES)
+    )
+    result = await pool.run(host, argv, encoding=None, check=False)
+    _raise_script_error(result.stdout, where, result.exit_status)
+    config_raw, index_raw, order, headers, digests = _parse_frames(result.stdout, where)
+    files = [
+        (name, headers[name][0], headers[name][1], digests.get(name))
+        if name in headers
+        else (name, 0, None, None)
+        for name in order
+    ]
+    return _summary(where, config_raw, index_raw, files, len(result.stdout))
+
+
+def _raise_script_error(out: bytes, where: str, status: int | None) -> None:
+    if out.startswith(b"E "):
+        first = out[2:].split(b"\n", 1)[0].decode(errors="replace")
+        raise CheckpointError(f"{where}: {first}")
+    if status not in (0, None):
+        raise CheckpointError(f"{where}: reading the checkpoint failed (exit status {status})")
+
+
+def _parse_frames(
+    out: bytes, where: str
+) -> tuple[bytes | None, bytes | None, list[str], dict[str, tuple[int, bytes]], dict[str, str]]:
+    """Split the inspect script's output into config, index, weight-file order, headers, digests."""
+    config_raw = index_raw = None
+    order: list[str] = []
+    headers: dict[str, tuple[int, bytes]] = {}
+    digests: dict[str, str] = {}
+    pos = 0
+    while pos < len(out):
+        end = out.find(b"\n", pos)
+        if end < 0:
+            break
+        line = out[pos:end].decode("utf-8", "replace")
+        pos = end + 1
+        tag, _, rest = line.partition(" ")
+        if tag == "F":
+            kind, rest = rest.split(" ", 1)
+            name, size, n = rest.rsplit(" ", 2)
+            data = out[pos : pos + int(n)]
+            pos += int(n)
+            if kind == "config":
+                config_raw = data
+            elif kind == "index":
+                index_raw = data
+            else:
+                order.append(name)
+                if len(data) < int(n) or int(n) == 0:
+                    raise CheckpointError(f"{where}/{name}: truncated safetensors header")
+                headers[name] = (int(size), data)
+        elif tag == "H":
+            name, digest = rest.rsplit(" ", 1)
+            digests[name] = digest
+        elif tag == "M":
+            order.append(rest)
+        elif tag == "X":
+            name, n = rest.rsplit(" ", 1)
+            raise CheckpointError(
+                f"{where}/{name}: not a safetensors file (header length {n} is implausible)"
+            )
+    return config_raw, index_raw, order, headers, digests
+
+
+async def inspect(
+    pool: HostPool | None, location: Location, *, sha256: bool = False
+) -> CheckpointSummary:
+    """inspect_local or inspect_remote, by where the checkpoint is."""
+    if location.host is None:
+        return await asyncio.to_thread(inspect_local, location.path, sha256=sha256)
+    if pool is None:
+        raise CheckpointError(f"{location}: a remote checkpoint needs a host pool")
+    return await inspect_remote(pool, location.host, location.path, sha256=sha256)
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`inspect --against`: how two checkpoints (or a drafter and its target) relate."""
+
+    kind: str  # "checkpoints" or "drafter-vs-target"
+    compatible: bool
+    same_shapes: bool | None = None
+    same_bytes: bool | None = None
+    differences: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compare(a: CheckpointSummary, b: CheckpointSummary) -> Comparison:
+    """Two drafters: same tensors, shapes, dtypes, bytes. A drafter and a target: compatibility."""
+    if {a.kind, b.kind} == {"drafter", "target"}:
+        drafter, target = (a, b) if a.kind == "drafter" else (b, a)
+        return _drafter_vs_target(drafter, target)
+    differences = []
+    sa, sb = a.shapes(), b.shapes()
+    for name in sorted(set(sa) | set(sb)):
+        if name not in sb:
+            differences.append(f"{name}: only in {a.location}")
+        elif name not in sa:
+            differences.append(f"{name}: only in {b.location}")
+        elif sa[name] != sb[name]:
+            differences.append(
+                f"{name}: {sa[name][0]}{list(sa[name][1])} vs {sb[name][0]}{list(sb[name][1])}"
+            )
+    same_shapes = not differences
+    same_bytes: bool | None = None
+    hashes_a = {f.name: f.sha256 for f in a.files}
+    hashes_b = {f.name: f.sha256 for f in b.files}
+    if all(hashes_a.values()) and all(hashes_b.values()) and hashes_a and hashes_b:
+        same_bytes = hashes_a == hashes_b
+    elif {f.name: f.size_bytes for f in a.files} != {f.name: f.size_bytes for f in b.files}:
+        same_bytes = False
+    for key in (
+        "hidden_size",
+        "block_size",
+        "target_layer_ids",
+        "mask_token_id",
+        "num_hidden_layers",
+    ):
+        va, vb = a.setting(key), b.setting(key)
+        if va != vb:
+            differences.append(f"config {key}: {va} vs {vb}")
+    return Comparison("checkpoints", same_shapes, same_shapes, same_bytes, tuple(differences))
+
+
+def _drafter_vs_target(drafter: CheckpointSummary, target: CheckpointSummary) -> Comparison:
+    problems = []
+    hd, ht = drafter.setting("hidden_size"), target.setting("hidden_size")
+    if hd != ht:
+        problems.append(f"hidden_size: drafter {hd}, target {ht}")
+    depth = target.setting("num_hidden_layers")
+    ids = drafter.setting("target_layer_ids") or []
+    if isinstance(depth, int):
+        outside = [i for i in ids if not 0 <= int(i) < depth]
+        if outside:
+            problems.append(f"target_layer_ids {outside} outside the target's {depth} layers")
+    vocab = target.setting("vocab_size")
+    mask = drafter.setting("mask_token_id")
+    if isinstance(vocab, int) and isinstance(mask, int) and not 0 <= mask < vocab:
+        problems.append(f"mask_token_id {mask} outside the target's vocab_size {vocab}")
+    return Comparison("drafter-vs-target", not problems, differences=tuple(problems))
+
+
+# --------------------------------------------------------------------------- locate
+
+# For each model root ($3...): directories (depth <= 4) whose name contains $1,
+# one line each: size, mtime, fingerprint, path. The fingerprint hashes config.json
+# and the weight files' names and sizes (or, with $2=1, their full sha256) so
+# copies of the same checkpoint on different hosts match.
+_LOCATE_SCRIPT = r"""
+name=$1; full=$2; shift 2
+for root in "$@"; do
+    [ -d "$root" ] || continue
+    find "$root" -maxdepth 4 -type d -iname "*$name*" 2>/dev/null | while IFS= read -r d; do
+        size=$(du -sb -- "$d" 2>/dev/null | cut -f1)
+        mtime=$(stat -c %Y -- "$d")
+        fp=$(cd -- "$d" && {
+            cat config.json 2>/dev/null
+            for f in *.safetensors; do
+                [ -f "$f" ] || continue
+                if [ "$full" = 1 ]; then printf '%s %s\n' "$f" "$(sha256sum < "$f")"
+                else printf '%s %s\n' "$f" "$(wc -c < "$f")"; fi
+            done
+        } | sha256sum | cut -c1-16)
+        printf '%s\t%s\t%s\t%s\n' "$size" "$mtime" "$fp" "$d"
+    done
+done
+"""
+
+
+@dataclass(frozen=True)
+class Found:
+    """One directory `locate` found; equal `fingerprint`s mean identical copies."""
+
+    host: str
+    path: str
+    size_bytes: int
+    modified: float
+    fingerprint: str
+    copy_group: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def locate(
+    pool: HostPool, name: str, *, sha256: bool = False
+) -> tuple[list[Found], dict[str, str]]:
+    """Search every host's `model_roots` at once; returns (found, errors per host).
+
+    Copies with the same fingerprint share a `copy_group` letter (A, B, ...).
+    """
+    hosts = [h for h in pool.config.hosts.values() if h.model_roots]
+
+    async def one(host_name: str, roots: tuple[str, ...]) -> list[Found]:
+        argv = shell_script(_LOCATE_SCRIPT, name, "1" if sha256 else "0", *roots)
+        result = await pool.run(host_name, argv, timeout=None if sha256 else 120)
+        found = []
+        for line in result.stdout.splitlines():
+            size, mtime, fingerprint, path = line.split("\t", 3)
+            found.append(Found(host_name, path, int(size or 0), float(mtime), fingerprint))
+        return found
+
+    outcomes = await asyncio.gather(
+        *(one(h.name, h.model_roots) for h in hosts), return_exceptions=True
+    )
+    found: list[Found] = []
+    errors: dict[str, str] = {}
+    for host, outcome in zip(hosts, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            errors[host.name] = str(outcome)
+        else:
+            found.extend(outcome)
+    groups: dict[str, str] = {}
+    for item in sorted(found, key=lambda f: (f.host, f.path)):
+        groups.setdefault(item.fingerprint, chr(ord("A") + len(groups) % 26))
+    labelled = [Found(**{**asdict(f), "copy_group": groups[f.fingerprint]}) for f in found]
+    return sorted(labelled, key=lambda f: (f.copy_group, f.host, f.path)), errors
