@@ -31,6 +31,8 @@ Stdout carries one JSON object per line (``start``, ``progress``, ``retry``,
 1 runtime failure (CUDA out of memory at batch 1, non-finite logits), 2 bad
 input or a drafter that does not fit the cache.
 
+Needs Python >= 3.10, torch >= 2.1 and safetensors >= 0.4 on the host.
+
 This ``__init__`` deliberately imports nothing (not even torch), so the console
 can locate the directory without loading the eval stack.
 """

@@ -164,9 +164,15 @@ class Runner:
         return load_features(self.samples[sample], rows)
 
     def plan(self, anchors: list[Anchor]) -> None:
-        """Remember how many context rows each sample needs (its largest anchor)."""
+        """Remember how many context rows each sample needs (its largest anchor).
+
+        A context cached for fewer rows than a new plan needs is dropped, so it
+        is rebuilt long enough.
+        """
         for a in anchors:
             self._ctx_rows[a.sample] = max(self._ctx_rows[a.sample], a.position)
+        for s in [s for s, c in self._contexts.items() if c.length < self._ctx_rows[s]]:
+            del self._contexts[s]
 
     def _context(self, sample: int) -> ContextKV:
         if sample not in self._contexts:
