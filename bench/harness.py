@@ -60,11 +60,16 @@ def _timed_score(runner: Runner, anchors: list[Anchor], batch: int) -> float:
 
 
 def cpu_bench(args: argparse.Namespace) -> dict:
+    """Write the small synthetic pair to a temporary directory and time the three ways."""
+    with tempfile.TemporaryDirectory(prefix="bench_harness_") as tmp:
+        return _cpu_bench(args, Path(tmp))
+
+
+def _cpu_bench(args: argparse.Namespace, tmp: Path) -> dict:
     from harness_reference import anchor_logits, read_cache, read_drafter, reference_metrics
 
     from dflash_tui.evals.synthetic import write_cache, write_drafter
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench_harness_"))
     arch = {
         "hidden_size": 256,
         "num_layers": 2,
