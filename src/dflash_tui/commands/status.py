@@ -1,0 +1,129 @@
+"""`dflash-tui status`: one snapshot of every run; exit 1 if any is dead or unknown."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from dflash_tui.commands.output import add_json_flag, print_json, print_table
+from dflash_tui.config import load_config
+from dflash_tui.monitor import Monitor, MonitorOptions, MonitorSnapshot, RunState, RunView
+from dflash_tui.monitor.history import Trend
+from dflash_tui.monitor.liveness import format_duration
+from dflash_tui.remote.pool import HostPool
+
+COLUMNS = [
+    ("run", "RUN"),
+    ("host", "HOST"),
+    ("state", "STATE"),
+    ("step", "STEP"),
+    ("loss", "LOSS"),
+    ("acc", "ACC"),
+    ("tok_s", "TOK/S"),
+    ("eta", "ETA"),
+    ("tau", "TAU"),
+    ("log_age", "LOG_AGE"),
+    ("gpu", "GPU"),
+]
+FAILED_STATES = (RunState.DEAD, RunState.UNKNOWN)
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "status",
+        parents=[common],
+        help="one snapshot of every run: step, loss, acc, speed, ETA, liveness, GPU",
+        description="Connect to the runs' hosts, load each log's history (filtered on the "
+        "host), probe processes and GPUs once, print one line per run and exit. Exit 1 if any "
+        "run is dead (no process) or unknown (host unreachable), 2 for a bad config.",
+    )
+    add_json_flag(p)
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="give up on a host after S seconds (default 30)",
+    )
+    p.set_defaults(handler=run)
+
+
+async def collect(config_path: str | None, timeout_s: float) -> tuple[str, MonitorSnapshot]:
+    """Load the config, take one snapshot of every run, close every connection."""
+    config = load_config(config_path)
+    hosts = sorted({r.host for r in config.runs})
+    async with HostPool(config) as pool:
+        monitor = Monitor(config, pool, hosts=hosts, options=MonitorOptions(follow=False))
+        snapshot = await monitor.refresh_once(timeout_s)
+    return str(config.path), snapshot
+
+
+def _trend(t: Trend, digits: int) -> str | None:
+    value = t.ema if t.ema is not None else t.last
+    if value is None:
+        return None
+    arrow = ""
+    if t.slope_per_1k_steps is not None and value:
+        rel = t.slope_per_1k_steps / abs(value)
+        arrow = "↓" if rel < -0.001 else "↑" if rel > 0.001 else "→"
+    return f"{value:.{digits}f}{arrow}"
+
+
+def _tokens(value: float | None) -> str | None:
+    if value is None:
+        return None
+    if value >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    return f"{value / 1e3:.1f}k" if value >= 1e3 else f"{value:.0f}"
+
+
+def row(view: RunView, gpu: str) -> dict[str, Any]:
+    """A run's cells for the table."""
+    step = None
+    if view.step is not None:
+        step = f"{view.step}/{view.total_steps}" if view.total_steps else str(view.step)
+    tau = None
+    if view.tau.value is not None:
+        tau = f"{view.tau.value:.2f}" + ("" if view.tau.method == "independence" else "*")
+    return {
+        "run": view.name,
+        "host": view.host,
+        "state": view.state.value,
+        "step": step,
+        "loss": _trend(view.loss, 4),
+        "acc": _trend(view.acc, 4),
+        "tok_s": _tokens(view.tokens_per_s),
+        "eta": format_duration(view.eta_s) if view.eta_s is not None else None,
+        "tau": tau,
+        "log_age": format_duration(view.log_age_s) if view.log_age_s is not None else None,
+        "gpu": gpu,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    path, snapshot = asyncio.run(collect(args.config, args.timeout))
+    hosts = {h.name: h for h in snapshot.hosts}
+    if args.json:
+        print_json(
+            {
+                "config": path,
+                "taken_at": snapshot.taken_at,
+                "runs": [r.as_dict() for r in snapshot.runs],
+                "hosts": [h.as_dict() for h in snapshot.hosts],
+            }
+        )
+    elif not snapshot.runs:
+        print(f"no [[runs]] in {path}", file=sys.stderr)
+    else:
+        print_table(
+            [row(r, hosts[r.host].gpu_summary if r.host in hosts else "-") for r in snapshot.runs],
+            COLUMNS,
+        )
+        print()
+        for view in snapshot.runs:
+            print(f"{view.name}: {view.state.value}: {view.state_reason}")
+        if any(r.tau.value is not None and r.tau.method != "independence" for r in snapshot.runs):
+            print("* tau calibrated from evaluated checkpoints")
+    return 1 if any(r.state in FAILED_STATES for r in snapshot.runs) else 0

@@ -1,0 +1,350 @@
+"""A run's metric history, bounded in memory, and the values derived from it.
+
+Every parsed step becomes a point. The last `recent_points` points (5000 by
+default) are kept at full resolution; older points are decimated: a point
+leaving the recent part is kept only every `stride`-th time, and when the
+older part exceeds `older_points` it is halved (every other point) and the
+stride doubles. So a run of any length costs at most recent + older points,
+the newest stretch is exact, and older stretches are an even sample. (A large
+backlog is decimated the same way on the host before it crosses the link:
+see `backlog.py`.)
+
+Derived values:
+- EMA per point with `alpha = 2 / (ema_span + 1)` (span 20 points); its
+  current value depends only on the last ~3 spans, which are full resolution.
+- Slope: least-squares slope of the raw values over the last `slope_points`
+  points (100), per 1000 steps: negative loss slope = still converging.
+- Throughput in steps/s over the last 10 minutes of points (at least two):
+  from the lines' own timestamps when they have them, else from when the
+  lines arrived (so a freshly loaded backlog without timestamps has none).
+- ETA = (total - step) / steps per second.
+
+A step lower than the last one, on lines with values, means the run was
+restarted from a checkpoint: once `restart_after` such lines come in a row,
+points at or after the first of them are dropped and they are added. Fewer
+(an eval progress bar with `16/16 [...]` and a loss, say) are ignored, so a
+stray line cannot wipe the history. A line with the same step as the last
+point fills that point's gaps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from dflash_tui.monitor.metrics import Metrics
+
+RATE_WINDOW_S = 600.0
+RATE_MAX_POINTS = 400
+NAN = math.nan
+
+
+class Point:
+    """One logged step. Missing values are None; `*_ema` is the smoothed value at this point."""
+
+    __slots__ = (
+        "acc",
+        "acc_ema",
+        "epoch",
+        "loss",
+        "loss_ema",
+        "lr",
+        "recv",
+        "step",
+        "time",
+        "tok_s",
+        "tok_s_ema",
+    )
+
+    def __init__(self, m: Metrics, step: int, recv: float | None) -> None:
+        self.step = step
+        self.loss = m.loss
+        self.acc = m.acc
+        self.lr = m.lr
+        self.tok_s = m.tok_s
+        self.epoch = m.epoch
+        self.time = m.time
+        self.recv = recv
+        self.loss_ema: float | None = None
+        self.acc_ema: float | None = None
+        self.tok_s_ema: float | None = None
+
+    def merge(self, m: Metrics) -> None:
+        """Fill fields this point lacks from another line about the same step."""
+        self.loss = self.loss if self.loss is not None else m.loss
+        self.acc = self.acc if self.acc is not None else m.acc
+        self.lr = self.lr if self.lr is not None else m.lr
+        self.tok_s = self.tok_s if self.tok_s is not None else m.tok_s
+        self.epoch = self.epoch if self.epoch is not None else m.epoch
+        self.time = self.time if self.time is not None else m.time
+
+
+_SMOOTHED = ("loss", "acc", "tok_s")
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A metric's last raw value, its EMA, and its slope per 1000 steps (None when unknown)."""
+
+    last: float | None
+    ema: float | None
+    slope_per_1k_steps: float | None
+    points: int
+
+
+@dataclass(frozen=True)
+class HistorySeries:
+    """Columns for plots: one entry per retained point, `nan` where a value is missing."""
+
+    steps: tuple[int, ...] = ()
+    loss: tuple[float, ...] = ()
+    loss_ema: tuple[float, ...] = ()
+    acc: tuple[float, ...] = ()
+    acc_ema: tuple[float, ...] = ()
+    tok_s: tuple[float, ...] = ()
+    lr: tuple[float, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+class History:
+    """Bounded history of one run; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        *,
+        recent_points: int = 5000,
+        older_points: int = 5000,
+        ema_span: int = 20,
+        slope_points: int = 100,
+        restart_after: int = 3,
+    ) -> None:
+        if recent_points < 2 or older_points < 2:
+            raise ValueError("recent_points and older_points must be at least 2")
+        self.recent_points = recent_points
+        self.older_points = older_points
+        self.alpha = 2.0 / (ema_span + 1)
+        self.slope_points = slope_points
+        self.restart_after = restart_after
+        self._regressed: list[tuple[Metrics, float | None]] = []
+        self._recent: deque[Point] = deque()
+        self._older: list[Point] = []
+        self._stride = 1
+        self._demoted = 0
+        self._ema_before_last: dict[str, float | None] = dict.fromkeys(_SMOOTHED)
+        self.last_step: int | None = None
+        self.total: int | None = None
+        self.acc_per_position: tuple[float, ...] | None = None
+        self.acc_per_position_step: int | None = None
+        self.restarts = 0
+        self.points_added = 0
+        self.version = 0
+        self._series: tuple[int, HistorySeries] | None = None
+        self._latest: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ adding
+
+    def __len__(self) -> int:
+        return len(self._older) + len(self._recent)
+
+    def points(self) -> Iterator[Point]:
+        """Retained points, oldest first."""
+        yield from self._older
+        yield from self._recent
+
+    @property
+    def last(self) -> Point | None:
+        if self._recent:
+            return self._recent[-1]
+        return self._older[-1] if self._older else None
+
+    def add(self, m: Metrics, recv: float | None = None) -> bool:
+        """Record one parsed line (`recv`: when it arrived, for live lines). True if a point changed."""
+        self.version += 1
+        for name in ("loss", "acc", "lr", "tok_s", "epoch"):
+            value = getattr(m, name)
+            if value is not None:
+                self._latest[name] = value
+        if m.total is not None:
+            self.total = m.total
+        step = m.step
+        if m.acc_per_position is not None:
+            self.acc_per_position = m.acc_per_position
+            self.acc_per_position_step = step if step is not None else self.last_step
+        if step is None:
+            return False
+        last = self.last
+        if last is not None and step < last.step:
+            if not m.has_values:
+                return False  # "made it to step 3": a stray mention, not a restart
+            self._regressed.append((m, recv))
+            if len(self._regressed) < self.restart_after:
+                return False
+            held, self._regressed = self._regressed, []
+            self._rewind(min(h.step for h, _ in held if h.step is not None))
+            self.restarts += 1
+            for h, r in held:
+                self.add(h, r)
+            return True
+        self._regressed.clear()
+        self.last_step = step if self.last_step is None else max(step, self.last_step)
+        if last is not None and last.step == step:
+            last.merge(m)
+            self._smooth(last, self._ema_before_last)
+            return True
+        if not m.has_values:
+            return False
+        point = Point(m, step, recv)
+        before = self._ema_now()
+        self._smooth(point, before)
+        self._ema_before_last = before
+        self._recent.append(point)
+        self.points_added += 1
+        if len(self._recent) > self.recent_points:
+            self._demote(self._recent.popleft())
+        return True
+
+    def latest(self, name: str) -> float | None:
+        """The most recent value logged for `name`, with or without a step."""
+        return self._latest.get(name)
+
+    def _ema_now(self) -> dict[str, float | None]:
+        last = self.last
+        if last is None:
+            return dict.fromkeys(_SMOOTHED)
+        return {"loss": last.loss_ema, "acc": last.acc_ema, "tok_s": last.tok_s_ema}
+
+    def _smooth(self, point: Point, before: dict[str, float | None]) -> None:
+        a = self.alpha
+        for name in _SMOOTHED:
+            value = getattr(point, name)
+            prev = before[name]
+            if value is None:
+                ema = prev
+            elif prev is None:
+                ema = value
+            else:
+                ema = prev + a * (value - prev)
+            setattr(point, f"{name}_ema", ema)
+
+    def _demote(self, point: Point) -> None:
+        if self._demoted % self._stride == 0:
+            self._older.append(point)
+        self._demoted += 1
+        if len(self._older) > self.older_points:
+            self._older = self._older[::2]
+            self._stride *= 2
+
+    def _rewind(self, step: int) -> None:
+        while self._recent and self._recent[-1].step >= step:
+            self._recent.pop()
+        if not self._recent:
+            while self._older and self._older[-1].step >= step:
+                self._older.pop()
+        self.last_step = None
+        before: dict[str, float | None] = dict.fromkeys(_SMOOTHED)
+        for point in self.points():
+            self._ema_before_last = before
+            self._smooth(point, before)
+            before = {"loss": point.loss_ema, "acc": point.acc_ema, "tok_s": point.tok_s_ema}
+        last = self.last
+        self.last_step = last.step if last is not None else None
+
+    # ------------------------------------------------------------------ derived
+
+    def trend(self, name: str) -> Trend:
+        """Last value, EMA and slope (per 1000 steps) of `loss`, `acc` or `tok_s`."""
+        xs: list[float] = []
+        ys: list[float] = []
+        last_value = None
+        ema = None
+        for point in reversed(self._recent):
+            value = getattr(point, name)
+            if value is None:
+                continue
+            if last_value is None:
+                last_value = value
+                ema = getattr(point, f"{name}_ema")
+            xs.append(point.step)
+            ys.append(value)
+            if len(xs) >= self.slope_points:
+                break
+        if last_value is None:
+            last_value = self._latest.get(name)
+        slope = _slope(xs, ys)
+        return Trend(last_value, ema, None if slope is None else slope * 1000.0, len(xs))
+
+    def steps_per_s(self) -> float | None:
+        """Training speed over the last ~10 minutes of points; None when it cannot be told."""
+        for attr in ("time", "recv"):
+            window: list[tuple[float, int]] = []
+            for point in reversed(self._recent):
+                t = getattr(point, attr)
+                if t is None:
+                    break
+                if window and window[0][0] - t > RATE_WINDOW_S and len(window) >= 2:
+                    break
+                window.append((t, point.step))
+                if len(window) >= RATE_MAX_POINTS:
+                    break
+            if len(window) >= 2:
+                (t_last, s_last), (t_first, s_first) = window[0], window[-1]
+                if t_last > t_first and s_last > s_first:
+                    return (s_last - s_first) / (t_last - t_first)
+        return None
+
+    def eta_s(self, total: int | None) -> float | None:
+        """Seconds until `total` steps at the current speed."""
+        rate = self.steps_per_s()
+        if total is None or rate is None or self.last_step is None:
+            return None
+        return max(0.0, (total - self.last_step) / rate)
+
+    def value_at(self, step: int, name: str = "acc") -> float | None:
+        """The smoothed `name` at the last retained point at or before `step` (for calibration)."""
+        points = list(self.points())
+        i = bisect.bisect_right([p.step for p in points], step) - 1
+        while i >= 0:
+            value = getattr(points[i], f"{name}_ema", None)
+            if value is not None:
+                return value
+            i -= 1
+        return None
+
+    def series(self) -> HistorySeries:
+        """Plot columns, rebuilt only when the history changed."""
+        if self._series is not None and self._series[0] == self.version:
+            return self._series[1]
+        pts = list(self.points())
+
+        def col(attr: str) -> tuple[float, ...]:
+            return tuple(NAN if (v := getattr(p, attr)) is None else v for p in pts)
+
+        series = HistorySeries(
+            steps=tuple(p.step for p in pts),
+            loss=col("loss"),
+            loss_ema=col("loss_ema"),
+            acc=col("acc"),
+            acc_ema=col("acc_ema"),
+            tok_s=col("tok_s"),
+            lr=col("lr"),
+        )
+        self._series = (self.version, series)
+        return series
+
+
+def _slope(xs: list[float], ys: list[float]) -> float | None:
+    n = len(xs)
+    if n < 3:
+        return None
+    mx = sum(xs) / n
+    my = sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        return None
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    return sxy / sxx

@@ -1,0 +1,308 @@
+"""Is the run still running? One probe per host: clock, log files, processes, GPUs.
+
+The probe is one remote `sh` script, run inside the host's `exec_prefix` in a
+session of its own (`setsid -w`), that prints the host's clock, then for
+each run the log's `stat` and the processes `pgrep -f PATTERN` finds (with
+`ps`: pid, session, elapsed seconds, full command line), then nvidia-smi's
+CSV when nvidia-smi exists.
+
+A pattern must not find the probe itself. The patterns travel on stdin, not
+in argv, so no wrapping shell's command line contains them; pgrep skips
+itself; and the client drops any match that is in the probe's own session,
+is one of its ancestors (the login shell, the exec-prefix shim), or belongs
+to a session led by one of our own remote scripts (tails, history loads,
+another console's probe: their `$0` is a `dflash-tui-*` marker). A regex
+pattern is therefore safe as given, with no `[t]rain` tricks.
+
+`judge` turns a probe into a state: `alive`, `stalled` (process up, no new
+log line for longer than the stall threshold), `dead` (no process), or
+`unknown` (host unreachable or the probe failed, with the error).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dflash_tui.monitor.gpu import GpuInfo, parse_gpu_csv
+
+PROBE_MARKER = "dflash-tui-probe"
+OUR_MARKERS = (PROBE_MARKER, "dflash-tui-tail", "dflash-tui-history")
+MAX_COMMAND_CHARS = 4096
+
+PROBE_SCRIPT = r"""# dflash-tui-probe: host clock, each run's log and processes, GPU use.
+# stdin: the number of runs, then two lines per run: its log path, its process
+# pattern ("" = none).
+me=$$
+printf 'NOW %s\n' "$(date +%s.%N)"
+sid=$(ps -o sid= -p "$me" 2>/dev/null | tr -d ' ')
+anc= p=$me i=0
+while [ "$i" -lt 64 ]; do
+    p=$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')
+    case $p in '' | 0 | 1) break ;; esac
+    anc="$anc $p" i=$((i + 1))
+done
+printf 'SELF %s %s%s\n' "$me" "${sid:-0}" "$anc"
+IFS= read -r runs
+n=0
+while [ "$n" -lt "${runs:-0}" ] && IFS= read -r log && IFS= read -r pat; do
+    printf 'RUN %s\n' "$n"
+    if st=$(stat -L -c '%d:%i %s %Y' -- "$log" 2>&1); then
+        printf 'STAT %s\n' "$st"
+    else
+        printf 'NOSTAT %s\n' "$(printf '%s' "$st" | head -n 1)"
+    fi
+    if [ -n "$pat" ]; then
+        pids=$(pgrep -f -- "$pat" 2>&1 </dev/null)
+        rc=$?
+        if [ "$rc" -gt 1 ]; then
+            printf 'PERR %s\n' "$(printf '%s' "$pids" | tr '\n' ' ')"
+        elif [ -n "$pids" ]; then
+            list=$(printf '%s' "$pids" | tr '\n' ',')
+            ps -ww -o pid=,sid=,etimes=,args= -p "$list" 2>/dev/null </dev/null |
+                while IFS= read -r line; do printf 'P %s\n' "$line"; done
+            sids=$(ps -o sid= -p "$list" 2>/dev/null </dev/null | tr -s ' \n' ',,')
+            sids=${sids#,}
+            sids=${sids%,}
+            if [ -n "$sids" ]; then
+                ps -ww -o pid=,args= -p "$sids" 2>/dev/null </dev/null |
+                    while IFS= read -r line; do printf 'L %s\n' "$line"; done
+            fi
+        fi
+    fi
+    n=$((n + 1))
+done
+if command -v nvidia-smi >/dev/null 2>&1; then
+    printf 'GPU\n'
+    nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total \
+        --format=csv,noheader,nounits 2>&1 </dev/null |
+        while IFS= read -r line; do printf 'G %s\n' "$line"; done
+else
+    printf 'NOGPU\n'
+fi
+printf 'END\n'
+"""
+
+
+class RunState(str, enum.Enum):
+    """What a run is doing, as far as we can tell."""
+
+    ALIVE = "alive"
+    STALLED = "stalled"
+    DEAD = "dead"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process matching a run's pattern: pid, seconds since it started, command line."""
+
+    pid: int
+    elapsed_s: int | None
+    command: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LogStat:
+    """The log file on the host: identity, size, and modification time (host clock)."""
+
+    file_id: str
+    size: int
+    mtime: float
+
+
+@dataclass(frozen=True)
+class RunProbe:
+    """One run's part of a probe."""
+
+    log: LogStat | None
+    log_error: str | None
+    processes: tuple[ProcessInfo, ...]
+    pattern_error: str | None = None
+
+
+@dataclass(frozen=True)
+class HostProbe:
+    """What one probe of a host found; `runs` is in the order the runs were given."""
+
+    host_now: float
+    runs: tuple[RunProbe, ...]
+    gpus: tuple[GpuInfo, ...]
+    gpu_error: str | None
+    has_nvidia_smi: bool
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """A run to probe: its log path and process pattern (None: no pattern configured)."""
+
+    log: str
+    pattern: str | None
+
+
+def probe_argv() -> list[str]:
+    """argv of the probe: its own session, `$0` the marker."""
+    return ["setsid", "-w", "sh", "-c", PROBE_SCRIPT, PROBE_MARKER]
+
+
+def probe_input(targets: Sequence[ProbeTarget]) -> str:
+    """The probe's stdin; raises ValueError for a path or pattern with a newline.
+
+    Never empty: asyncssh closes stdin only after sending some input.
+    """
+    lines = [str(len(targets))]
+    for t in targets:
+        for value, what in ((t.log, "log path"), (t.pattern or "", "process pattern")):
+            if "\n" in value or "\r" in value:
+                raise ValueError(f"{what} {value!r} contains a line break")
+        lines += [t.log, t.pattern or ""]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _process(rest: str) -> tuple[int, int, ProcessInfo] | None:
+    words = rest.split(None, 3)
+    if len(words) < 3 or not words[0].isdigit() or not words[1].lstrip("-").isdigit():
+        return None
+    elapsed = int(words[2]) if words[2].isdigit() else None
+    command = words[3] if len(words) > 3 else ""
+    if len(command) > MAX_COMMAND_CHARS:
+        command = command[:MAX_COMMAND_CHARS] + "…"
+    return int(words[0]), int(words[1]), ProcessInfo(int(words[0]), elapsed, command)
+
+
+def parse_probe(text: str, n_runs: int) -> HostProbe:
+    """Read the probe's output; raises ValueError if it is not the probe's output."""
+    host_now: float | None = None
+    own_pid, own_sid = -1, 0
+    ancestors: set[int] = set()
+    runs: list[dict[str, Any]] = []
+    gpu_lines: list[str] = []
+    has_smi = False
+    ended = False
+    current: dict[str, Any] | None = None
+    for line in text.splitlines():
+        tag, _, rest = line.partition(" ")
+        if tag == "NOW":
+            whole, _, frac = rest.strip().partition(".")
+            host_now = float(whole) + (float(f"0.{frac}") if frac.isdigit() else 0.0)
+        elif tag == "SELF":
+            words = rest.split()
+            own_pid, own_sid = int(words[0]), int(words[1])
+            ancestors = {int(w) for w in words[2:]}
+        elif tag == "RUN":
+            current = {"stat": None, "stat_error": None, "procs": [], "leaders": {}, "perr": None}
+            runs.append(current)
+        elif current is not None and tag == "STAT":
+            file_id, size, mtime = rest.split()
+            current["stat"] = LogStat(file_id, int(size), float(mtime))
+        elif current is not None and tag == "NOSTAT":
+            current["stat_error"] = rest.strip() or "cannot stat the log"
+        elif current is not None and tag == "PERR":
+            current["perr"] = rest.strip() or "pgrep failed"
+        elif current is not None and tag == "P":
+            parsed = _process(rest)
+            if parsed is not None:
+                current["procs"].append(parsed)
+        elif current is not None and tag == "L":
+            words = rest.split(None, 1)
+            if words and words[0].isdigit():
+                current["leaders"][int(words[0])] = words[1] if len(words) > 1 else ""
+        elif tag == "GPU":
+            has_smi = True
+            current = None
+        elif tag == "G":
+            gpu_lines.append(rest)
+        elif tag == "END":
+            ended = True
+    if host_now is None or not ended or len(runs) != n_runs:
+        raise ValueError(f"unexpected probe output: {text[:200]!r}")
+    result = []
+    for run in runs:
+        kept = []
+        for pid, sid, info in run["procs"]:
+            leader = run["leaders"].get(sid, "")
+            if pid == own_pid or pid in ancestors or (own_sid > 0 and sid == own_sid):
+                continue
+            if any(marker in leader for marker in OUR_MARKERS):
+                continue
+            kept.append(info)
+        result.append(
+            RunProbe(run["stat"], run["stat_error"], tuple(kept), pattern_error=run["perr"])
+        )
+    gpus, gpu_error = parse_gpu_csv(gpu_lines) if has_smi else ((), None)
+    return HostProbe(host_now, tuple(result), gpus, gpu_error, has_smi)
+
+
+# --------------------------------------------------------------------------- states
+
+
+def format_duration(seconds: float | None) -> str:
+    """`42s`, `3m05s`, `2h07m`, `3d04h`; `-` for None."""
+    if seconds is None:
+        return "-"
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def judge(
+    *,
+    host: str,
+    reachable: bool | None,
+    host_error: str | None,
+    probe: RunProbe | None,
+    pattern: str | None,
+    log_path: str,
+    log_age_s: float | None,
+    stall_after_s: float,
+    last_line: str | None = None,
+) -> tuple[RunState, str]:
+    """A run's state and a one-line reason for people."""
+    if reachable is False:
+        return RunState.UNKNOWN, f"host {host} unreachable: {host_error or 'no answer'}"
+    if probe is None:
+        if host_error:
+            return RunState.UNKNOWN, f"probe of {host} failed: {host_error}"
+        return RunState.UNKNOWN, f"waiting for the first probe of {host}"
+    if probe.pattern_error:
+        return RunState.UNKNOWN, f"pgrep rejected the pattern {pattern!r}: {probe.pattern_error}"
+    quiet = f"no new log line for {format_duration(log_age_s)}"
+    threshold = f"stall_after_s {stall_after_s:g}"
+    stale = log_age_s is not None and log_age_s > stall_after_s
+    if pattern is None:
+        if probe.log is None:
+            return RunState.UNKNOWN, f"no `process` pattern and no log at {log_path}"
+        if stale:
+            return RunState.STALLED, f"{quiet} ({threshold}; no `process` pattern configured)"
+        return (
+            RunState.ALIVE,
+            f"log written {format_duration(log_age_s)} ago (no `process` pattern)",
+        )
+    if not probe.processes:
+        reason = f"no process matches {pattern!r}"
+        if log_age_s is not None:
+            reason += f"; log quiet for {format_duration(log_age_s)}"
+        if last_line:
+            reason += f"; last line: {last_line[:120]}"
+        return RunState.DEAD, reason
+    first = probe.processes[0]
+    who = f"pid {first.pid}" if len(probe.processes) == 1 else f"{len(probe.processes)} processes"
+    up = f"{who} up {format_duration(first.elapsed_s)}"
+    if probe.log is None:
+        return RunState.STALLED, f"{up} but the log {log_path} is missing ({probe.log_error})"
+    if stale:
+        return RunState.STALLED, f"{up} but {quiet} ({threshold})"
+    return RunState.ALIVE, f"{up}; last log line {format_duration(log_age_s)} ago"

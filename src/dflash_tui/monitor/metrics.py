@@ -1,0 +1,421 @@
+"""Training-log metrics from one clean line (DESIGN §4.8).
+
+The default parser reads `key=value`, `key: value` and `key value` tokens,
+`VALUE UNIT` rates (`41.3 Ktok/s`, `12.5it/s`), tqdm's `N/TOTAL [` counter,
+and whole JSON-object lines. Keys are matched case-insensitively through
+aliases (step/it/iter, loss, acc/accuracy, lr, tok/s, tokens/s, Ktok/s,
+epoch, with `train/` or `train_` prefixes); `step 1200/70000` gives the step
+and the total; throughput is normalised to tokens per second; per-position
+accuracies are read from JSON or `[...]` lists (`acc_per_position`) and from
+`acc_pos_N` / `acc_N` tokens. A leading `YYYY-MM-DD HH:MM:SS` timestamp is
+kept (as if UTC; only differences are used, for throughput in steps/s).
+
+A run's `metric_patterns` (regexes with named groups step, total, loss, acc,
+lr, tok_s, ktok_s, epoch) replace the default parser for that run.
+
+`MetricParser.parse` never raises: a line it cannot read gives None, which
+the caller counts as unparsed.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+FIELDS = ("loss", "acc", "lr", "tok_s", "epoch")
+"""Scalar metrics a point can carry besides its step."""
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """What one log line said. Every field is optional; `time` is the line's own timestamp."""
+
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    acc: float | None = None
+    lr: float | None = None
+    tok_s: float | None = None
+    epoch: float | None = None
+    acc_per_position: tuple[float, ...] | None = None
+    time: float | None = None
+
+    @property
+    def has_values(self) -> bool:
+        """True when the line carries a metric value (not only a step or a total)."""
+        return (
+            self.loss is not None
+            or self.acc is not None
+            or self.lr is not None
+            or self.tok_s is not None
+            or self.epoch is not None
+            or self.acc_per_position is not None
+        )
+
+
+# --------------------------------------------------------------------------- aliases
+
+_STEP_KEYS = ("step", "steps", "it", "iter", "iters", "iteration", "global_step")
+_SCALE: dict[str, tuple[str, float]] = {}
+for _k in _STEP_KEYS:
+    _SCALE[_k] = ("step", 1.0)
+for _k in ("loss", "train_loss"):
+    _SCALE[_k] = ("loss", 1.0)
+for _k in ("acc", "accuracy", "train_acc", "train_accuracy"):
+    _SCALE[_k] = ("acc", 1.0)
+for _k in ("lr", "learning_rate"):
+    _SCALE[_k] = ("lr", 1.0)
+for _k in ("epoch", "ep"):
+    _SCALE[_k] = ("epoch", 1.0)
+for _k in (
+    *(f"{base}/{per}" for base in ("tok", "toks", "tokens") for per in ("s", "sec")),
+    "tok_s",
+    "tokens_s",
+    "tokens_per_s",
+    "tokens_per_sec",
+    "tokens_per_second",
+):
+    _SCALE[_k] = ("tok_s", 1.0)
+    _SCALE["k" + _k] = ("tok_s", 1e3)
+    _SCALE["m" + _k] = ("tok_s", 1e6)
+_SCALE["ktok_s"] = ("tok_s", 1e3)
+_SCALE["total"] = ("total", 1.0)
+_SCALE["total_steps"] = ("total", 1.0)
+_SCALE["max_steps"] = ("total", 1.0)
+
+_LIST_KEYS = {
+    "acc_per_position",
+    "per_position_acc",
+    "acc_per_pos",
+    "position_acc",
+    "pos_acc",
+    "acc_by_position",
+    "per_position_accuracy",
+    "accuracy_per_position",
+}
+_POSITION_KEY = re.compile(
+    r"^(?:train[/_.])?(?:acc|accuracy)(?:_pos|_position|@|_|pos)_?(\d{1,3})$"
+    r"|^(?:pos|position)_?(\d{1,3})_?(?:acc|accuracy)$"
+)
+_PREFIXES = ("train/", "train_", "train.", "metrics/", "metrics.")
+
+
+def _canonical(key: str) -> tuple[str, float] | None:
+    key = key.lower()
+    hit = _SCALE.get(key)
+    if hit is None:
+        for prefix in _PREFIXES:
+            if key.startswith(prefix):
+                return _SCALE.get(key[len(prefix) :])
+    return hit
+
+
+# --------------------------------------------------------------------------- tokens
+
+# A line is cut into words and the separators between them. A key pairs with
+# the next word only across `=`, `:`, blanks and quotes (`loss | 1.4` is not a
+# pair), and `it` only across `=` or `:` ("made it 3 times" is no step).
+_SPLIT = re.compile(r"([\s|,;=:\[\](){}<>\"']+)")
+_PAIR_SEP = frozenset(" \t=:'\"")
+_RATE_UNIT = re.compile(r"^([kKmM]?(?:tok|toks|tokens)/s(?:ec)?|it/s)$")
+_GLUED_RATE = re.compile(
+    r"^([-+]?(?:\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?:[eE][-+]?\d{1,4})?)"
+    r"([kKmM]?(?:tok|toks|tokens)/s(?:ec)?|it/s)$"
+)
+_STRICT_KEYS = frozenset({"it", "ep"})
+_STAMP = re.compile(
+    r"^\W{0,3}(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?(Z|[+-]\d\d:?\d\d)?"
+)
+_DIGIT = re.compile(r"\d")
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _step(value: float | None) -> int | None:
+    if value is None or value < 0 or value != int(value) or value > 1e15:
+        return None
+    return int(value)
+
+
+def line_time(line: str) -> float | None:
+    """Seconds since the epoch of a leading `YYYY-MM-DD HH:MM:SS[.fff][Z|+hh:mm]` stamp."""
+    m = _STAMP.match(line)
+    if m is None:
+        return None
+    try:
+        parts = [int(m.group(i)) for i in range(1, 7)]
+        seconds = float(calendar.timegm((*parts, 0, 0, 0)))
+    except (ValueError, OverflowError):
+        return None
+    if m.group(7):
+        seconds += float("0." + m.group(7))
+    zone = m.group(8)
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "+" else 1
+        digits = zone[1:].replace(":", "")
+        seconds += sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    return seconds
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+class _Builder:
+    """Collects fields of one line; the first value seen for a field wins."""
+
+    __slots__ = ("acc_pos", "found", "positions", "values")
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+        self.positions: dict[int, float] = {}
+        self.acc_pos: tuple[float, ...] | None = None
+        self.found = False
+
+    def put(
+        self, key: str, value: float | None, *, pct: bool = False, tot: str | None = None
+    ) -> None:
+        if value is None:
+            return
+        canon = _canonical(key)
+        if canon is None:
+            m = _POSITION_KEY.match(key.lower()) if "acc" in key.lower() else None
+            if m is not None:
+                index = int(m.group(1) or m.group(2))
+                if 0 <= value <= (100 if pct else 1):
+                    self.positions.setdefault(index, value / 100 if pct else value)
+                    self.found = True
+            return
+        name, scale = canon
+        if name == "acc" and pct:
+            value /= 100.0
+        if name not in self.values:
+            self.values[name] = value * scale
+            self.found = True
+        if tot is not None and name == "step" and "total" not in self.values:
+            total = _number(tot)
+            if total is not None:
+                self.values["total"] = total
+
+    def put_list(self, key: str, items: Iterable[Any]) -> None:
+        if key.lower() not in _LIST_KEYS or self.acc_pos is not None:
+            return
+        values = []
+        for item in items:
+            value = _number(item) if isinstance(item, str) else _as_float(item)
+            if value is None or not 0 <= value <= 1:
+                return
+            values.append(value)
+        if values:
+            self.acc_pos = tuple(values)
+            self.found = True
+
+    def build(self, time: float | None) -> Metrics | None:
+        if not self.found:
+            return None
+        v = self.values
+        step = _step(v.get("step"))
+        total = _step(v.get("total"))
+        per_position = self.acc_pos
+        if per_position is None and self.positions:
+            per_position = tuple(self.positions[k] for k in sorted(self.positions))
+        metrics = Metrics(
+            step=step,
+            total=total if total else None,
+            loss=v.get("loss"),
+            acc=v.get("acc"),
+            lr=v.get("lr"),
+            tok_s=v.get("tok_s"),
+            epoch=v.get("epoch"),
+            acc_per_position=per_position,
+            time=time,
+        )
+        if metrics.step is None and not metrics.has_values:
+            return None
+        return metrics
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+class MetricParser:
+    """Parses clean log lines into `Metrics`; see the module docstring for the formats."""
+
+    def __init__(self, patterns: Sequence[str] = ()) -> None:
+        self.patterns = tuple(re.compile(p) for p in patterns)
+
+    @property
+    def custom(self) -> bool:
+        return bool(self.patterns)
+
+    def parse(self, line: str) -> Metrics | None:
+        """The metrics on `line`, or None when it carries none. Never raises."""
+        try:
+            if self.patterns:
+                return self._parse_custom(line)
+            return self._parse_default(line)
+        except Exception:  # a log line must never take the console down
+            return None
+
+    # ------------------------------------------------------------------ default
+
+    def _parse_default(self, line: str) -> Metrics | None:
+        if not _DIGIT.search(line):
+            return None
+        stripped = line.strip()
+        if stripped.startswith("{") and stripped.endswith("}"):
+            parsed = self._parse_json(stripped)
+            if parsed is not None:
+                return parsed
+        b = _Builder()
+        parts = _SPLIT.split(line)
+        n = len(parts)
+        tqdm: tuple[str, str] | None = None
+        i = 0
+        while i < n:
+            word = parts[i]
+            if not word:
+                i += 2
+                continue
+            first = word[0]
+            if first.isalpha():
+                i = _read_pair(b, parts, i, word)
+                continue
+            if first.isdigit() or first in "+-.":
+                glued = _GLUED_RATE.match(word) if word.endswith(("/s", "/sec")) else None
+                if glued is not None:
+                    _put_rate(b, glued.group(2), glued.group(1))
+                elif (
+                    i + 2 < n and parts[i + 1].strip(" \t") == "" and _RATE_UNIT.match(parts[i + 2])
+                ):
+                    _put_rate(b, parts[i + 2], word)
+                    i += 4
+                    continue
+                elif tqdm is None and "/" in word and i + 1 < n and "[" in parts[i + 1]:
+                    done, _, total = word.partition("/")
+                    if done.isdigit() and total.isdigit():
+                        tqdm = (done, total)
+            i += 2
+        if tqdm is not None and "step" not in b.values:
+            b.put("step", _number(tqdm[0]), tot=tqdm[1])
+        stamp = line_time(line) if line[:1].isdigit() or line[:1] == "[" else None
+        return b.build(stamp)
+
+    def _parse_json(self, text: str) -> Metrics | None:
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(doc, dict):
+            return None
+        b = _Builder()
+        stamp = _json_into(b, doc, "", 0)
+        return b.build(stamp)
+
+    # ------------------------------------------------------------------ custom
+
+    def _parse_custom(self, line: str) -> Metrics | None:
+        b = _Builder()
+        for pattern in self.patterns:
+            m = pattern.search(line)
+            if m is None:
+                continue
+            for name, text in m.groupdict().items():
+                if text is None:
+                    continue
+                if name == "tok_s":
+                    b.put("tok/s", _number(text))
+                elif name == "ktok_s":
+                    b.put("ktok/s", _number(text))
+                elif name in ("step", "total", *FIELDS):
+                    b.put(name, _number(text))
+        return b.build(line_time(line))
+
+
+def _put_rate(b: _Builder, unit: str, number: str) -> None:
+    unit = unit.lower()
+    if unit != "it/s":  # iterations per second: not a metric we keep
+        b.put(unit, _number(number))
+
+
+def _value(word: str) -> tuple[float | None, str | None, bool]:
+    """A value word: number, optional `/total`, optional `%`."""
+    pct = word.endswith("%")
+    if pct:
+        word = word[:-1]
+    number, slash, total = word.partition("/")
+    return _number(number), (total if slash and total.isdigit() else None), pct
+
+
+def _read_pair(b: _Builder, parts: list[str], i: int, word: str) -> int:
+    """Read `word` as a key paired with the next word; returns the next index to look at."""
+    key = word.lower()
+    if i + 2 >= len(parts):
+        return i + 2
+    sep = parts[i + 1]
+    if key in _LIST_KEYS and "[" in sep:
+        items = []
+        j = i + 2
+        while j < len(parts):
+            items.append(parts[j])
+            if j + 1 >= len(parts) or "]" in parts[j + 1]:
+                break
+            j += 2
+        b.put_list(key, items)
+        return j + 2
+    if not _PAIR_SEP.issuperset(sep):
+        return i + 2
+    if key in _STRICT_KEYS and "=" not in sep and ":" not in sep:
+        return i + 2
+    value, total, pct = _value(parts[i + 2])
+    if value is None:
+        return i + 2
+    b.put(key, value, pct=pct, tot=total)
+    return i + 4
+
+
+def _json_into(b: _Builder, doc: Mapping[str, Any], prefix: str, depth: int) -> float | None:
+    """Fill `b` from a JSON object (one level of nesting is flattened); returns its timestamp."""
+    stamp = None
+    for key, value in doc.items():
+        if not isinstance(key, str):
+            continue
+        full = f"{prefix}{key}"
+        if isinstance(value, dict) and depth < 2:
+            inner = _json_into(b, value, f"{full}/", depth + 1)
+            stamp = stamp if stamp is not None else inner
+        elif isinstance(value, list):
+            b.put_list(key, value)
+        elif isinstance(value, str):
+            if key.lower() in ("time", "timestamp", "ts", "date", "datetime"):
+                stamp = stamp if stamp is not None else line_time(value)
+            else:
+                number = _number(value) if _DIGIT.search(value) else None
+                if number is not None:
+                    _put_json(b, full, key, number)
+        else:
+            number = _as_float(value)
+            if number is None:
+                continue
+            if key.lower() in ("time", "timestamp", "ts", "_timestamp", "wall_time"):
+                stamp = stamp if stamp is not None else number
+            else:
+                _put_json(b, full, key, number)
+    return stamp
+
+
+def _put_json(b: _Builder, full: str, key: str, value: float) -> None:
+    b.put(full if _canonical(full) is not None else key, value)

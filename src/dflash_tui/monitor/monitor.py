@@ -1,0 +1,616 @@
+"""The orchestrator: per-run history + live tail, per-host probes, snapshots and events.
+
+See the package docstring (`dflash_tui.monitor`) for the API a UI uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dflash_tui.config import Config, RunConfig
+from dflash_tui.evals.estimate import TauEstimate, estimate_tau
+from dflash_tui.monitor.backlog import load_backlog
+from dflash_tui.monitor.history import History
+from dflash_tui.monitor.liveness import (
+    HostProbe,
+    ProbeTarget,
+    RunProbe,
+    RunState,
+    judge,
+    parse_probe,
+    probe_argv,
+    probe_input,
+)
+from dflash_tui.monitor.metrics import MetricParser
+from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailNotice
+from dflash_tui.monitor.views import (
+    HostReachabilityChanged,
+    HostUpdated,
+    HostView,
+    LinesAppended,
+    LogLine,
+    MonitorEvent,
+    MonitorSnapshot,
+    RunStateChanged,
+    RunUpdated,
+    RunView,
+)
+from dflash_tui.remote.errors import RemoteError
+from dflash_tui.remote.pool import HostPool
+
+log = logging.getLogger(__name__)
+
+Calibration = Callable[[str], Sequence[tuple[float, float]]]
+"""run name -> (training acc at a checkpoint's step, measured tau_top1) pairs."""
+
+
+@dataclass(frozen=True)
+class MonitorOptions:
+    """Knobs with sensible defaults; tests and the CLI change a few."""
+
+    follow: bool = True
+    ring_lines: int = 1000
+    recent_points: int = 5000
+    older_points: int = 5000
+    window_bytes: int = 128 * 1024
+    poll_s: float = 0.1
+    idle_poll_s: float = 0.5
+    batch_s: float = 0.075
+    probe_timeout_s: float = 20.0
+    history_timeout_s: float = 120.0
+    notices_kept: int = 20
+
+
+class _Run:
+    """Mutable per-run state; only the monitor touches it."""
+
+    def __init__(self, cfg: RunConfig, stall_after_s: float, options: MonitorOptions) -> None:
+        self.cfg = cfg
+        self.stall_after_s = stall_after_s
+        self.options = options
+        self.parser = MetricParser(cfg.metric_patterns)
+        self.history = History(
+            recent_points=options.recent_points, older_points=options.older_points
+        )
+        self.ring: deque[LogLine] = deque(maxlen=options.ring_lines)
+        self.notices: deque[TailNotice] = deque(maxlen=options.notices_kept)
+        self.seq = 0
+        self.lines_seen = 0
+        self.lines_parsed = 0
+        self.lines_unparsed = 0
+        self.last_line_at: float | None = None
+        self.probe: RunProbe | None = None
+        self.probe_at: float | None = None
+        self.host_now: float | None = None
+        self.state = RunState.UNKNOWN
+        self.reason = "waiting for the first probe"
+        self.state_since: float | None = None
+        self.tail_status = "loading"
+        self.tail_error: str | None = None
+        self.loaded = False
+        self.position = LogPosition()
+        self.step_lines = 0
+        self.version = 0
+        self.view: RunView | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def log_changed_at(self) -> float | None:
+        times = []
+        probe = self.probe
+        if probe is not None and probe.log is not None and self.probe_at is not None:
+            assert self.host_now is not None
+            times.append(self.probe_at - max(0.0, self.host_now - probe.log.mtime))
+        if self.last_line_at is not None:
+            times.append(self.last_line_at)
+        return max(times) if times else None
+
+
+class _Host:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.reachable: bool | None = None
+        self.error: str | None = None
+        self.latency_ms: float | None = None
+        self.probe: HostProbe | None = None
+        self.probed_at: float | None = None
+        self.version = 0
+        self.view: HostView | None = None
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.lock = asyncio.Lock()
+
+
+class EventStream:
+    """Monitor events as an async iterator (for plain asyncio callers); close() unsubscribes."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        self._queue: asyncio.Queue[MonitorEvent] = asyncio.Queue()
+        self._unsubscribe = monitor.subscribe(self._queue.put_nowait)
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> MonitorEvent:
+        return await self._queue.get()
+
+
+class Monitor:
+    """Watches the configured runs and hosts; see `dflash_tui.monitor` for the API."""
+
+    def __init__(
+        self,
+        config: Config,
+        pool: HostPool,
+        clock: Callable[[], float] = time.time,
+        *,
+        runs: Sequence[str] | None = None,
+        hosts: Sequence[str] | None = None,
+        options: MonitorOptions | None = None,
+        calibration: Calibration | None = None,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        self.clock = clock
+        self.options = options or MonitorOptions()
+        self.calibration = calibration
+        chosen = [config.run(n) for n in runs] if runs is not None else list(config.runs)
+        self._runs = {
+            r.name: _Run(r, r.stall_after_s or config.console.stall_after_s, self.options)
+            for r in chosen
+        }
+        if hosts is None:
+            hosts = list(config.hosts) if runs is None else sorted({r.host for r in chosen})
+        self._hosts = {h: _Host(h) for h in hosts}
+        for r in chosen:
+            self._hosts.setdefault(r.host, _Host(r.host))
+        self._subscribers: list[Callable[[MonitorEvent], None]] = []
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start loading histories, following logs and probing hosts (returns at once)."""
+        if self._started:
+            return
+        self._started = True
+        loop = asyncio.get_running_loop()
+        for run in self._runs.values():
+            run.task = loop.create_task(self._follow(run), name=f"tail:{run.cfg.name}")
+        for host in self._hosts.values():
+            host.task = loop.create_task(self._probe_loop(host), name=f"probe:{host.name}")
+
+    async def stop(self) -> None:
+        """Stop every task; remote tails are killed. The pool stays open (the caller owns it)."""
+        tasks = [t for t in self._tasks() if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for run in self._runs.values():
+            run.task = None
+            if run.tail_status != "loading":
+                run.tail_status = "stopped"
+        for host in self._hosts.values():
+            host.task = None
+        self._started = False
+
+    def _tasks(self) -> list[asyncio.Task[None] | None]:
+        return [r.task for r in self._runs.values()] + [h.task for h in self._hosts.values()]
+
+    async def __aenter__(self) -> Monitor:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def refresh_now(self, host: str | None = None) -> None:
+        """Probe `host` (or every host) now instead of at the next `refresh_s` tick."""
+        for h in self._hosts.values():
+            if host is None or h.name == host:
+                h.wake.set()
+
+    async def refresh_once(self, timeout_s: float | None = None) -> MonitorSnapshot:
+        """One-shot: load every history not loaded yet and probe every host once, concurrently.
+
+        For `dflash-tui status`; no long-lived tasks. Each host's part gives up
+        after `timeout_s` (its runs then show `unknown` with the reason).
+        """
+
+        async def bounded(coro: object, what: str, host: _Host) -> None:
+            try:
+                await asyncio.wait_for(coro, timeout_s)  # type: ignore[arg-type]
+            except asyncio.TimeoutError:
+                message = f"{what} timed out after {timeout_s:g}s"
+                if host.reachable is None:
+                    host.reachable, host.error = False, message
+                    self._host_changed(host)
+                    self._rejudge_host(host.name)
+
+        jobs = [
+            bounded(
+                self._load_history(run),
+                f"loading the history of {run.cfg.log}",
+                self._hosts[run.cfg.host],
+            )
+            for run in self._runs.values()
+            if not run.loaded
+        ]
+        jobs += [bounded(self._probe(h), f"probing {h.name}", h) for h in self._hosts.values()]
+        await asyncio.gather(*jobs, return_exceptions=True)
+        return self.snapshot()
+
+    # ------------------------------------------------------------------ events
+
+    def subscribe(self, callback: Callable[[MonitorEvent], None]) -> Callable[[], None]:
+        """Call `callback(event)` on the event loop for every event; returns an unsubscribe."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def events(self) -> EventStream:
+        """An async iterator of events (`with monitor.events() as ev: async for e in ev`)."""
+        return EventStream(self)
+
+    async def wait_for(self, predicate: Callable[[Monitor], bool], timeout_s: float) -> bool:
+        """Wait until `predicate(self)` holds (checked after each event); False on timeout."""
+        changed = asyncio.Event()
+        unsubscribe = self.subscribe(lambda _: changed.set())
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not predicate(self):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(changed.wait(), min(left, 0.5))
+            return True
+        finally:
+            unsubscribe()
+
+    def _emit(self, event: MonitorEvent) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception:  # a broken subscriber must not stop the monitor
+                log.exception("monitor subscriber failed on %r", event)
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def run_names(self) -> tuple[str, ...]:
+        return tuple(self._runs)
+
+    @property
+    def host_names(self) -> tuple[str, ...]:
+        return tuple(self._hosts)
+
+    def run_view(self, name: str) -> RunView:
+        """The current snapshot of run `name` (KeyError for an unknown run)."""
+        run = self._runs[name]
+        if run.view is None or run.view.seq != run.version:
+            run.view = self._build_run_view(run)
+        return run.view
+
+    def host_view(self, name: str) -> HostView:
+        """The current snapshot of host `name` (KeyError for an unknown host)."""
+        host = self._hosts[name]
+        if host.view is None or host.view.seq != host.version:
+            host.view = self._build_host_view(host)
+        return host.view
+
+    def runs(self) -> tuple[RunView, ...]:
+        return tuple(self.run_view(n) for n in self._runs)
+
+    def hosts(self) -> tuple[HostView, ...]:
+        return tuple(self.host_view(n) for n in self._hosts)
+
+    def snapshot(self) -> MonitorSnapshot:
+        return MonitorSnapshot(self.clock(), self.runs(), self.hosts())
+
+    def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]:
+        """Lines of `run`'s ring with `seq > after_seq` (what a log pane appends)."""
+        return self.run_view(run).lines_after(after_seq)
+
+    def metric_at(self, run: str, step: int, name: str = "acc") -> float | None:
+        """Smoothed `name` of `run` at the last point at or before `step` (calibration pairs)."""
+        return self._runs[run].history.value_at(step, name)
+
+    def _build_run_view(self, run: _Run) -> RunView:
+        h = run.history
+        cfg = run.cfg
+        total = cfg.total_steps or h.total
+        step = h.last_step
+        progress = None
+        if total and step is not None:
+            progress = min(1.0, max(0.0, step / total))
+        loss, acc = h.trend("loss"), h.trend("acc")
+        tok = h.trend("tok_s")
+        probe = run.probe
+        return RunView(
+            name=cfg.name,
+            host=cfg.host,
+            log=cfg.log,
+            process_pattern=cfg.process,
+            seq=run.version,
+            taken_at=self.clock(),
+            state=run.state,
+            state_reason=run.reason,
+            state_since=run.state_since,
+            step=step,
+            total_steps=total,
+            progress=progress,
+            loss=loss,
+            acc=acc,
+            tokens_per_s=tok.last,
+            lr=h.latest("lr"),
+            epoch=h.latest("epoch"),
+            steps_per_s=h.steps_per_s(),
+            eta_s=h.eta_s(total) if total and run.state == RunState.ALIVE else None,
+            acc_per_position=h.acc_per_position,
+            acc_per_position_step=h.acc_per_position_step,
+            tau=self._tau(run, acc.ema if acc.ema is not None else acc.last),
+            log_changed_at=run.log_changed_at(),
+            log_size_bytes=probe.log.size if probe is not None and probe.log is not None else None,
+            last_line_at=run.last_line_at,
+            processes=probe.processes if probe is not None else (),
+            lines=tuple(run.ring),
+            last_seq=run.seq,
+            series=h.series(),
+            tail_status=run.tail_status,
+            tail_error=run.tail_error,
+            lines_seen=run.lines_seen,
+            lines_parsed=run.lines_parsed,
+            lines_unparsed=run.lines_unparsed,
+            history_points=len(h),
+            history_step_lines=run.step_lines,
+            restarts=h.restarts,
+            host_reachable=self._hosts[cfg.host].reachable,
+            stall_after_s=run.stall_after_s,
+        )
+
+    def _tau(self, run: _Run, acc: float | None) -> TauEstimate:
+        pairs: Sequence[tuple[float, float]] = ()
+        if self.calibration is not None:
+            try:
+                pairs = self.calibration(run.cfg.name)
+            except Exception:  # the estimate must not break the view
+                log.exception("calibration pairs for %s failed", run.cfg.name)
+        return estimate_tau(acc=acc, acc_per_position=run.history.acc_per_position, pairs=pairs)
+
+    def _build_host_view(self, host: _Host) -> HostView:
+        cfg = self.config.host(host.name)
+        probe = host.probe
+        offset = None
+        if probe is not None and host.probed_at is not None:
+            offset = probe.host_now - host.probed_at
+        return HostView(
+            name=host.name,
+            address=f"{cfg.address}:{cfg.port or 22}",
+            via=cfg.jump,
+            seq=host.version,
+            taken_at=self.clock(),
+            reachable=host.reachable,
+            error=host.error,
+            latency_ms=host.latency_ms,
+            probed_at=host.probed_at,
+            gpus=probe.gpus if probe is not None else (),
+            gpu_error=probe.gpu_error if probe is not None else None,
+            has_nvidia_smi=probe.has_nvidia_smi if probe is not None else None,
+            clock_offset_s=offset,
+            runs=tuple(r.cfg.name for r in self._runs.values() if r.cfg.host == host.name),
+        )
+
+    # ------------------------------------------------------------------ runs
+
+    def _run_changed(self, run: _Run) -> None:
+        run.version += 1
+        self._emit(RunUpdated(run.cfg.name, run.version))
+
+    def _rejudge(self, run: _Run) -> None:
+        host = self._hosts[run.cfg.host]
+        changed_at = run.log_changed_at()
+        age = None if changed_at is None else max(0.0, self.clock() - changed_at)
+        state, reason = judge(
+            host=run.cfg.host,
+            reachable=host.reachable,
+            host_error=host.error,
+            probe=run.probe,
+            pattern=run.cfg.process,
+            log_path=run.cfg.log,
+            log_age_s=age,
+            stall_after_s=run.stall_after_s,
+            last_line=run.ring[-1].text if run.ring else None,
+        )
+        old = run.state
+        run.reason = reason
+        if state != old or run.state_since is None:
+            run.state = state
+            run.state_since = self.clock()
+            if state != old:
+                self._emit(RunStateChanged(run.cfg.name, old, state, reason))
+
+    def _rejudge_host(self, host: str) -> None:
+        for run in self._runs.values():
+            if run.cfg.host == host:
+                self._rejudge(run)
+                self._run_changed(run)
+
+    async def _load_history(self, run: _Run) -> None:
+        history = History(
+            recent_points=self.options.recent_points, older_points=self.options.older_points
+        )
+        backlog = await load_backlog(
+            self.pool,
+            run.cfg.host,
+            run.cfg.log,
+            parser=run.parser,
+            on_metrics=history.add,
+            recent_lines=self.options.recent_points,
+            older_lines=max(2, int(self.options.older_points * 0.9)),
+            window_bytes=self.options.window_bytes,
+            timeout_s=self.options.history_timeout_s,
+        )
+        run.history = history
+        run.position = backlog.position
+        run.step_lines = backlog.step_lines
+        run.lines_parsed += backlog.parsed
+        run.lines_unparsed += backlog.unparsed
+        run.loaded = True
+        run.tail_error = None
+        run.tail_status = "following" if backlog.exists else "missing"
+        if not backlog.exists:
+            run.notices.append(
+                TailNotice("missing", f"{run.cfg.log} does not exist yet", self.clock())
+            )
+        first = run.seq + 1
+        for text in backlog.recent:
+            run.seq += 1
+            run.ring.append(LogLine(run.seq, text))
+        run.lines_seen += len(backlog.recent)
+        if run.seq >= first:
+            self._emit(LinesAppended(run.cfg.name, first, run.seq))
+        self._rejudge(run)
+        self._run_changed(run)
+
+    async def _follow(self, run: _Run) -> None:
+        delay = 1.0
+        while not run.loaded:
+            try:
+                await self._load_history(run)
+            except RemoteError as exc:
+                run.tail_status, run.tail_error = "reconnecting", exc.message
+                self._run_changed(run)
+                await asyncio.sleep(delay)
+                delay = min(30.0, delay * 2)
+        if not self.options.follow:
+            return
+        tail = LogTail(
+            self.pool,
+            run.cfg.host,
+            run.cfg.log,
+            run.position,
+            poll_s=self.options.poll_s,
+            idle_poll_s=self.options.idle_poll_s,
+            batch_s=self.options.batch_s,
+            clock=self.clock,
+        )
+        async with tail:
+            async for batch in tail:
+                self._apply(run, batch)
+
+    def _apply(self, run: _Run, batch: TailBatch) -> None:
+        now = self.clock()
+        first = run.seq + 1
+        history = run.history
+        parse = run.parser.parse
+        for line in batch.lines:
+            run.seq += 1
+            run.ring.append(LogLine(run.seq, line.text))
+            metrics = parse(line.text)
+            if metrics is None:
+                run.lines_unparsed += 1
+            else:
+                run.lines_parsed += 1
+                history.add(metrics, now)
+        if batch.lines:
+            run.lines_seen += len(batch.lines)
+            run.last_line_at = now
+        run.position = batch.position
+        for notice in batch.notices:
+            run.notices.append(notice)
+            if notice.kind == "disconnected":
+                run.tail_status, run.tail_error = "reconnecting", notice.detail
+            elif notice.kind == "missing":
+                run.tail_status = "missing"
+            else:
+                run.tail_status, run.tail_error = "following", None
+        if batch.lines and run.tail_status == "missing":
+            run.tail_status = "following"
+        if run.seq >= first:
+            self._emit(LinesAppended(run.cfg.name, first, run.seq))
+        self._rejudge(run)
+        self._run_changed(run)
+
+    # ------------------------------------------------------------------ hosts
+
+    def _host_changed(self, host: _Host) -> None:
+        host.version += 1
+        self._emit(HostUpdated(host.name, host.version))
+
+    async def _probe_loop(self, host: _Host) -> None:
+        refresh_s = self.config.console.refresh_s
+        while True:
+            began = time.monotonic()
+            await self._probe(host)
+            host.wake.clear()
+            left = refresh_s - (time.monotonic() - began)
+            if left > 0:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(host.wake.wait(), left)
+
+    async def _probe(self, host: _Host) -> None:
+        """Ping and probe `host` once, then re-judge its runs."""
+        async with host.lock:
+            runs = [r for r in self._runs.values() if r.cfg.host == host.name]
+            targets = [ProbeTarget(r.cfg.log, r.cfg.process) for r in runs]
+            timeout = self.options.probe_timeout_s
+            was = host.reachable
+            probe: HostProbe | None = None
+            now = self.clock()
+            try:
+                host.latency_ms = round(await self.pool.ping(host.name, timeout), 1)
+                before = self.clock()
+                result = await self.pool.run(
+                    host.name,
+                    probe_argv(),
+                    input=probe_input(targets),
+                    timeout=timeout,
+                    check=False,
+                )
+                # The host read its clock and the logs' mtimes about halfway through.
+                now = (before + self.clock()) / 2
+                host.reachable = True
+                if result.exit_status != 0:
+                    host.error = (
+                        f"probe failed (exit {result.exit_status}): {result.stderr.strip()[:300]}"
+                    )
+                else:
+                    probe = parse_probe(result.stdout, len(targets))
+                    host.error = None
+            except RemoteError as exc:
+                host.reachable, host.error, host.latency_ms = False, exc.message, None
+            except ValueError as exc:
+                host.reachable, host.error = True, f"probe output unreadable: {exc}"
+            host.probe = probe
+            host.probed_at = now
+            for i, run in enumerate(runs):
+                if probe is not None:
+                    run.probe, run.probe_at, run.host_now = probe.runs[i], now, probe.host_now
+                else:
+                    run.probe = None
+            if host.reachable != was and host.reachable is not None:
+                self._emit(HostReachabilityChanged(host.name, host.reachable, host.error))
+            self._host_changed(host)
+            self._rejudge_host(host.name)

@@ -1,0 +1,472 @@
+"""A log tail that resumes by byte offset: no line lost, none repeated, none partial.
+
+One long-lived remote `sh` script per log, run with `HostPool.stream` (so its
+process group is killed when the tail is closed, and again after a reconnect
+if the link was down at close). The script keeps the log open on fd 3 and
+polls it with `stat` (every `poll_s`, `idle_poll_s` once quiet for 5 s). It
+reads new bytes by offset from the open file (`dd` of `/dev/fd/3`, which
+Linux reopens as the same inode) and sends them framed and base64-encoded:
+
+    S ID OFF        started on file ID (`dev:ino`) at byte OFF
+    D OFF N         N bytes from OFF follow on the next line, base64
+    R ID            the path now names another file: the old one was read to
+                    its end, the new one follows from 0 (rotation)
+    T               the file shrank below our offset: restart at 0 (copytruncate)
+    O ID            resumed on the old file ID, found beside the log (rotated
+                    while we were disconnected): its remainder comes first
+    L ID            the old file ID is gone: its unread remainder is lost
+    M               the log does not exist (yet); we wait for it
+    K               heartbeat (a dead pipe kills the script at the next one)
+
+The client cuts bytes into lines (`lines.LineSplitter`), holding back a
+partial trailing line until its newline comes, and remembers (file id, end
+offset of the last complete line, the 16 bytes before it). On reconnect the
+script is started at that position; it checks those 16 bytes, so a file
+truncated and regrown past our offset while we were away is recognised as
+new (restart at 0) rather than resumed mid-line. After rotation the old
+file's remainder is delivered before the new file; after truncation, and at
+rotation, a partial line that can no longer be completed is delivered as a
+line. Bytes the writer adds to a rotated file after we switched are not seen
+(as with `tail -F`).
+
+Lines reach the consumer in batches: `async for batch in tail` yields at
+most one `TailBatch` per `batch_s` (75 ms), the first line after a quiet
+spell at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dflash_tui.monitor.lines import LineSplitter, RawLine, clean_line
+from dflash_tui.remote.command import shell_script
+from dflash_tui.remote.errors import RemoteError
+from dflash_tui.remote.pool import HostPool
+
+TAIL_MARKER = "dflash-tui-tail"
+"""`$0` of the remote script: liveness probes skip processes of sessions led by it."""
+
+TAIL_SCRIPT = r"""# dflash-tui-tail: follow a log by byte offset through rotation and truncation.
+# $1 path, $2 offset, $3 file id (dev:ino) the offset belongs to ("" = the file at
+# the path), $4 hex of the bytes just before the offset ("" = no check),
+# $5 poll seconds, $6 poll seconds once quiet, $7 max bytes per frame.
+p=$1 off=$2 want=$3 check=$4 poll=$5 slow=$6 chunk=$7
+idle=0
+nap() {
+    idle=$((idle + 1))
+    [ $((idle % 10)) -eq 0 ] && printf 'K\n'
+    if [ "$idle" -gt 50 ]; then sleep "$slow"; else sleep "$poll"; fi
+}
+open_path() {
+    { command exec 3<"$p"; } 2>/dev/null || return 1
+    id=$(stat -L -c '%d:%i' /dev/fd/3) || return 1
+}
+find_old() {
+    d=$(dirname -- "$p")
+    stat -L -c '%d:%i %n' -- "$d"/* "$d"/.[!.]* 2>/dev/null | while IFS=' ' read -r i n; do
+        if [ "$i" = "$want" ]; then printf '%s' "$n"; break; fi
+    done
+}
+opened=
+if [ -n "$want" ]; then
+    if open_path && [ "$id" = "$want" ]; then
+        opened=1
+    else
+        old=$(find_old)
+        if [ -n "$old" ] && { command exec 3<"$old"; } 2>/dev/null; then
+            id=$want opened=1
+            printf 'O %s\n' "$id"
+        else
+            printf 'L %s\n' "$want"
+            off=0 check=
+            open_path && opened=1
+        fi
+    fi
+fi
+if [ -z "$opened" ]; then
+    n=0
+    until open_path; do
+        [ "$n" -eq 0 ] && printf 'M\n'
+        n=1
+        nap
+    done
+fi
+size=$(stat -L -c %s /dev/fd/3)
+if [ "$off" -gt "$size" ]; then
+    printf 'T\n'
+    off=0
+elif [ -n "$check" ]; then
+    k=$((${#check} / 2))
+    if [ "$off" -lt "$k" ]; then
+        have=
+    else
+        have=$(dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip=$((off - k)) count="$k" 2>/dev/null | od -An -v -tx1 | tr -d ' \n')
+    fi
+    if [ "$have" != "$check" ]; then
+        printf 'T\n'
+        off=0
+    fi
+fi
+printf 'S %s %s\n' "$id" "$off"
+while :; do
+    set -- $(stat -L -c '%s %d:%i' -- /dev/fd/3 "$p" 2>/dev/null)
+    size=${1:-0} cur=${4:-}
+    if [ "$size" -lt "$off" ]; then
+        printf 'T\n'
+        off=0
+    fi
+    if [ "$size" -gt "$off" ]; then
+        n=$((size - off))
+        [ "$n" -gt "$chunk" ] && n=$chunk
+        printf 'D %s %s\n' "$off" "$n"
+        dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip="$off" count="$n" bs=65536 2>/dev/null | base64 -w 0
+        printf '\n'
+        off=$((off + n)) idle=0
+        continue
+    fi
+    if [ -n "$cur" ] && [ "$cur" != "$id" ]; then
+        # Rotated: read what the writer added to the old file meanwhile, then switch.
+        size=$(stat -L -c %s /dev/fd/3)
+        [ "$size" -gt "$off" ] && continue
+        if open_path; then
+            off=0 idle=0
+            printf 'R %s\n' "$id"
+            continue
+        fi
+    fi
+    nap
+done
+"""
+
+
+@dataclass(frozen=True)
+class LogPosition:
+    """Where a reader is in a log: the file (`dev:ino`), the byte offset, the bytes before it.
+
+    `file_id=None` means "the file at the path, from `offset`". `tail` (at most
+    16 bytes) lets a resumed reader tell the same file from one truncated and
+    regrown while it was away.
+    """
+
+    file_id: str | None = None
+    offset: int = 0
+    tail: bytes = b""
+
+
+@dataclass(frozen=True)
+class TailLine:
+    """One complete, cleaned log line and the position just past its newline."""
+
+    text: str
+    position: LogPosition
+
+
+@dataclass(frozen=True)
+class TailNotice:
+    """Something the reader of a log should know: connected, disconnected, rotated, ..."""
+
+    kind: str
+    detail: str
+    at: float
+
+
+@dataclass(frozen=True)
+class TailBatch:
+    """Lines and notices since the previous batch, and where a new tail would resume."""
+
+    lines: tuple[TailLine, ...]
+    notices: tuple[TailNotice, ...]
+    position: LogPosition
+
+
+class _Desync(Exception):
+    """The stream no longer matches our position; restart it from the last complete line."""
+
+
+@dataclass
+class _Reader:
+    """Decodes the remote script's frames into lines for one connection's lifetime."""
+
+    tail: LogTail
+    file_id: str | None
+    splitter: LineSplitter
+    expect: tuple[int, int] | None = None
+    started: bool = False
+    pending: list[RawLine] = field(default_factory=list)
+
+    def control(self, line: bytes) -> None:
+        kind, _, rest = line.partition(b" ")
+        t = self.tail
+        if kind == b"K":
+            return
+        if kind == b"D":
+            off, _, n = rest.partition(b" ")
+            if not self.started or int(off) != self.splitter.offset:
+                raise _Desync(f"data at {int(off)} while at {self.splitter.offset}")
+            self.expect = (int(off), int(n))
+        elif kind == b"S":
+            file_id, _, off = rest.decode().partition(" ")
+            if int(off) != self.splitter.offset:
+                raise _Desync(f"started at {off}, expected {self.splitter.offset}")
+            self.file_id = file_id
+            self.started = True
+            t._missing = False
+            if int(off) == 0:
+                t._resume = LogPosition(file_id, 0, b"")
+        elif kind == b"R":
+            self._flush()
+            self.file_id = rest.decode()
+            self.splitter.reset(0)
+            t._resume = LogPosition(self.file_id, 0, b"")
+            t._notice("rotated", f"{t.path} was rotated; following the new file")
+        elif kind == b"T":
+            self._flush()
+            self.splitter.reset(0)
+            t._resume = LogPosition(self.file_id, 0, b"")
+            t._notice("truncated", f"{t.path} was truncated; reading it again from the start")
+        elif kind == b"O":
+            t._notice("rotated", f"{t.path} was rotated while disconnected; reading the rest of it")
+        elif kind == b"L":
+            self.splitter.reset(0)
+            self.file_id = None
+            t._resume = LogPosition(None, 0, b"")
+            t._notice(
+                "lost",
+                f"{t.path} was rotated while disconnected and the old file is gone; "
+                "lines written to it after the last one shown are lost",
+            )
+        elif kind == b"M":
+            t._missing = True
+            t._notice("missing", f"{t.path} does not exist on {t.host}; waiting for it")
+        else:
+            raise _Desync(f"unexpected output {line[:60]!r}")
+
+    def data(self, line: bytes) -> None:
+        assert self.expect is not None
+        _, n = self.expect
+        self.expect = None
+        try:
+            data = binascii.a2b_base64(line)
+        except binascii.Error as exc:
+            raise _Desync(f"bad data frame: {exc}") from None
+        self._emit(self.splitter.feed(data))
+        if len(data) != n:
+            # The file shrank while being read: the script's offset is now wrong.
+            raise _Desync(f"short read ({len(data)} of {n} bytes)")
+
+    def _flush(self) -> None:
+        line = self.splitter.flush()
+        if line is not None:
+            self._emit([line])
+
+    def _emit(self, lines: list[RawLine]) -> None:
+        if lines:
+            file_id = self.file_id
+            self.tail._push(
+                [TailLine(clean_line(r.data), LogPosition(file_id, r.end, r.tail)) for r in lines]
+            )
+
+
+class LogTail:
+    """Follow `path` on `host` from `start`, across any number of reconnects.
+
+    Use as `async with LogTail(pool, host, path, start) as tail: async for batch in tail`.
+    Closing it (leaving the block, or `aclose()`) stops the remote script.
+    """
+
+    def __init__(
+        self,
+        pool: HostPool,
+        host: str,
+        path: str,
+        start: LogPosition | None = None,
+        *,
+        poll_s: float = 0.1,
+        idle_poll_s: float = 0.5,
+        batch_s: float = 0.075,
+        silence_s: float = 20.0,
+        max_buffered_lines: int = 50_000,
+        max_frame_bytes: int = 1 << 20,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.pool = pool
+        self.host = host
+        self.path = path
+        self.poll_s = poll_s
+        self.idle_poll_s = idle_poll_s
+        self.batch_s = batch_s
+        self.silence_s = silence_s
+        self.max_buffered_lines = max_buffered_lines
+        self.max_frame_bytes = max_frame_bytes
+        self.clock = clock
+        start = start or LogPosition()
+        self._resume = start
+        self._position = start
+        self._lines: list[TailLine] = []
+        self._notices: list[TailNotice] = []
+        self._wakeup = asyncio.Event()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._last_batch = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._missing = False
+        self.connected = False
+        self.error: str | None = None
+        self.connects = 0
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def position(self) -> LogPosition:
+        """Where the lines handed out so far end (resume a new tail from here)."""
+        return self._position
+
+    @property
+    def missing(self) -> bool:
+        """True while the log file does not exist on the host."""
+        return self._missing
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"tail:{self.host}:{self.path}"
+            )
+            self._task.add_done_callback(lambda _: self._wakeup.set())
+
+    async def aclose(self) -> None:
+        """Stop following; the remote script's process group is killed."""
+        self._closed = True
+        self._wakeup.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def __aenter__(self) -> LogTail:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> LogTail:
+        return self
+
+    async def __anext__(self) -> TailBatch:
+        self.start()
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            if self._lines or self._notices:
+                wait = self._last_batch + self.batch_s - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                return self._take()
+            assert self._task is not None
+            if self._task.done():
+                if not self._task.cancelled() and self._task.exception() is not None:
+                    raise self._task.exception()  # type: ignore[misc]
+                raise StopAsyncIteration
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    # ------------------------------------------------------------------ internals
+
+    def _take(self) -> TailBatch:
+        lines, self._lines = self._lines, []
+        notices, self._notices = self._notices, []
+        self._position = self._resume
+        self._last_batch = time.monotonic()
+        self._drained.set()
+        return TailBatch(tuple(lines), tuple(notices), self._position)
+
+    def _push(self, lines: list[TailLine]) -> None:
+        self._lines.extend(lines)
+        self._resume = lines[-1].position
+        if len(self._lines) >= self.max_buffered_lines:
+            self._drained.clear()
+        self._wakeup.set()
+
+    def _notice(self, kind: str, detail: str) -> None:
+        self._notices.append(TailNotice(kind, detail, self.clock()))
+        self._wakeup.set()
+
+    def _argv(self, pos: LogPosition) -> list[str]:
+        # shell_script's argv with `$0` set to the marker the liveness probe looks for.
+        argv = shell_script(
+            TAIL_SCRIPT,
+            self.path,
+            str(pos.offset),
+            pos.file_id or "",
+            pos.tail.hex() if pos.file_id else "",
+            f"{self.poll_s:g}",
+            f"{self.idle_poll_s:g}",
+            str(self.max_frame_bytes),
+        )
+        argv[3] = TAIL_MARKER
+        return argv
+
+    async def _run(self) -> None:
+        failures = 0
+        while not self._closed:
+            began = time.monotonic()
+            pos = self._resume
+            reader = _Reader(self, pos.file_id, LineSplitter(pos.offset))
+            reader.splitter.reset(pos.offset, pos.tail)
+            reason = "the remote tail ended"
+            try:
+                async with self.pool.stream(self.host, self._argv(pos)) as stream:
+                    self.connects += 1
+                    self.connected = True
+                    self.error = None
+                    if self.connects > 1:
+                        self._notice("connected", f"reconnected to {self.host}")
+                    await self._pump(stream, reader)
+            except RemoteError as exc:
+                reason = exc.message
+            except _Desync as exc:
+                reason = f"resyncing: {exc}"
+            except (asyncio.TimeoutError, OSError, EOFError) as exc:
+                reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # asyncssh read errors: reconnect
+                reason = f"{type(exc).__name__}: {exc}"
+            was_connected = self.connected
+            self.connected = False
+            self.error = reason
+            if was_connected and not self._closed:
+                self._notice("disconnected", f"lost the tail of {self.path}: {reason}")
+            failures = 0 if time.monotonic() - began > 10 else failures + 1
+            await asyncio.sleep(min(5.0, 0.05 * 2 ** min(failures, 8)))
+
+    async def _pump(self, stream: object, reader: _Reader) -> None:
+        out = stream.stdout  # type: ignore[attr-defined]
+        buf = bytearray()
+        while True:
+            if not self._drained.is_set():
+                await self._drained.wait()
+            chunk = await asyncio.wait_for(out.read(1 << 18), self.silence_s)
+            if not chunk:
+                return
+            buf += chunk
+            pos = 0
+            while True:
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    break
+                line = bytes(buf[pos:nl])
+                pos = nl + 1
+                if reader.expect is not None:
+                    reader.data(line)
+                else:
+                    reader.control(line)
+            del buf[:pos]
+            if reader.expect is None and len(buf) > 4096:
+                raise _Desync(f"unexpected output {bytes(buf[:60])!r}")
