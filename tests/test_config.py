@@ -174,7 +174,7 @@ def test_line_index_maps_tables_arrays_and_quoted_keys() -> None:
     assert index["runs[1].name"] == 9
 
 
-@pytest.mark.parametrize(("case", "text", "line", "message"), BAD[:4], ids=[b[0] for b in BAD[:4]])
+@pytest.mark.parametrize(("case", "text", "line", "message"), BAD, ids=[b[0] for b in BAD])
 def test_cli_exits_2_with_one_line_and_no_traceback(
     tmp_path: Path, case: str, text: str, line: int, message: str
 ) -> None:

@@ -145,3 +145,72 @@ async def test_stream_kills_its_remote_process_group_on_exit(
         assert pgid is not None
         alive = await pool.run("a", ["sh", "-c", 'pgrep -g "$1" || true', "sh", str(pgid)])
         assert alive.stdout.strip() == ""
+
+
+async def test_ssh_config_alias_and_identity_are_honoured(
+    sshd: SshdHost, write_config, client_key, isolated_home
+) -> None:
+    ssh_dir = isolated_home / ".ssh"
+    ssh_dir.mkdir(exist_ok=True)
+    (ssh_dir / "config").write_text(
+        f"Host trainer-alias\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  IdentityFile {client_key.private}\n"
+    )
+    # No address, port, user or identity in hosts.toml: all of it comes from ~/.ssh/config.
+    path = write_config({"trainer-alias": {}}, trust=False)
+    Path(load_config(path).console.known_hosts).write_text(sshd.known_hosts_line())
+    async with HostPool(load_config(path)) as pool:
+        assert (await pool.run("trainer-alias", ["echo", "via-config"])).stdout == "via-config\n"
+
+
+async def test_ssh_agent_keys_are_used(
+    sshd: SshdHost, write_config, client_key, monkeypatch, tmp_path
+) -> None:
+    import os
+    import subprocess
+
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.run(
+        ["ssh-agent", "-a", str(sock)], capture_output=True, text=True, check=True
+    )
+    pid = int(agent.stdout.split("SSH_AGENT_PID=")[1].split(";")[0])
+    try:
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        subprocess.run(
+            ["ssh-add", str(client_key.private)],
+            check=True,
+            capture_output=True,
+            env={**os.environ},
+        )
+        path = write_config({"a": (sshd, {})})
+        text = path.read_text().replace(f'identity = "{client_key.private}"\n', "")
+        path.write_text(text)
+        assert load_config(path).hosts["a"].identity is None
+        async with HostPool(load_config(path)) as pool:
+            assert (await pool.run("a", ["echo", "agent"])).stdout == "agent\n"
+    finally:
+        os.kill(pid, 15)
+
+
+async def test_keepalive_notices_a_dead_link(sshd: SshdHost, write_config) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    config = load_config(write_config({"a": sshd}, keepalive_s=0.3))
+    async with HostPool(config) as pool:
+        await pool.run("a", ["true"])
+        children = subprocess.run(
+            ["pgrep", "-P", str(sshd.process.pid)], capture_output=True, text=True
+        ).stdout.split()
+        for pid in children:  # the link goes silent: no RST, no FIN, just nothing
+            os.kill(int(pid), signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 10
+            while pool.connection_count("a") and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert pool.connection_count("a") == 0, "keepalives did not declare the link dead"
+        finally:
+            for pid in children:
+                os.kill(int(pid), signal.SIGCONT)
+        assert (await pool.run("a", ["echo", "back"])).stdout == "back\n"
