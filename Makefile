@@ -34,16 +34,26 @@ test: $(STAMP_DEV) system-deps
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
-# sshd (and other test servers) for the test bed; installed only where missing.
+# sshd and tmux, and the Slurm test bed (slurmctld, slurmd, munge, slurmdbd + MariaDB
+# for sacct); installed only where missing. The tests start their own daemons on
+# loopback with their own configs, so the system services are not needed
+# (RUNLEVEL=1 keeps sysvinit-style installs from starting them).
+SYSTEM_PACKAGES := openssh-server tmux slurmctld slurmd slurm-client munge slurmdbd mariadb-server
+SYSTEM_COMMANDS := /usr/sbin/sshd tmux slurmctld slurmd sbatch munged slurmdbd mariadbd
+
 system-deps:
-	@if [ ! -x /usr/sbin/sshd ] || ! command -v tmux >/dev/null; then \
+	@missing=""; for c in $(SYSTEM_COMMANDS); do \
+		command -v $$c >/dev/null 2>&1 || [ -x "$$c" ] || [ -x "/usr/sbin/$$c" ] || missing="$$missing $$c"; \
+	done; \
+	if [ -n "$$missing" ]; then \
 		if command -v apt-get >/dev/null; then \
 			SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-			echo "installing openssh-server and tmux for the test bed"; \
+			echo "installing test bed packages (missing:$$missing)"; \
 			$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-			$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server tmux >/dev/null; \
+			$$SUDO env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null \
+			|| echo "warning: could not install$$missing; the tests that need them will be skipped" >&2; \
 		else \
-			echo "warning: no apt-get; sshd-based tests will be skipped" >&2; \
+			echo "warning: no apt-get; sshd- and Slurm-based tests will be skipped (missing:$$missing)" >&2; \
 		fi; \
 	fi
 
