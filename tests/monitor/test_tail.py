@@ -1,0 +1,198 @@
+"""The resumable tail against a real OpenSSH sshd: drops, rotation, truncation, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from pathlib import Path
+
+from dflash_tui.config import load_config
+from dflash_tui.monitor.tail import LogPosition, LogTail
+from dflash_tui.remote import HostPool
+from tests.monitor.conftest import Collector, eventually, remote_processes_mentioning
+from tests.testbed import SshdHost
+
+
+def _line(i: int) -> str:
+    return f"step {i} loss {1 / (i + 1):.6f} " + "x" * (i % 37) + "\n"
+
+
+async def test_every_line_exactly_once_in_order_through_drops_rotation_and_truncation(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    logs = tmp_path / "workspace"
+    logs.mkdir()
+    log = logs / "train-exactly-once.log"
+    expected: list[str] = []
+    log.write_text("")
+    pool = HostPool(load_config(write_config({"a": sshd})))
+    kills = 0
+
+    def append(i: int, split: bool) -> None:
+        text = _line(i)
+        with log.open("a") as f:
+            if split:  # half a line on disk first: it must not be delivered half
+                f.write(text[:9])
+                f.flush()
+                os.fsync(f.fileno())
+            f.write(text[9:] if split else text)
+        expected.append(text.rstrip("\n"))
+
+    async def write(lines: range) -> None:
+        nonlocal kills
+        for i in lines:
+            split = i % 7 == 0
+            if split:
+                text = _line(i)
+                with log.open("a") as f:
+                    f.write(text[:9])
+                await asyncio.sleep(0.03)
+                if i % 49 == 0:
+                    sshd.kill_sessions()  # dropped while a partial line is pending
+                    kills += 1
+                with log.open("a") as f:
+                    f.write(text[9:])
+                expected.append(text.rstrip("\n"))
+            else:
+                append(i, split=False)
+            if i % 40 == 0:
+                sshd.kill_sessions()
+                kills += 1
+            await asyncio.sleep(0.004)
+
+    async with pool:
+        tail = LogTail(pool, "a", str(log), LogPosition(), poll_s=0.05, idle_poll_s=0.05)
+        got = Collector(tail).start()
+        try:
+            await write(range(0, 250))
+
+            # Rotation while the host is down: on reconnect the tail must find the
+            # renamed file by its inode, finish it, then read the new one from 0.
+            sshd.stop()
+            for i in range(250, 260):
+                append(i, split=False)  # written to the old file before it is renamed
+            log.rename(logs / "train-exactly-once.log.1")
+            for i in range(260, 270):
+                append(i, split=False)
+            sshd.start()
+            await write(range(270, 500))
+
+            # Truncation (copytruncate) once the reader has caught up.
+            await eventually(lambda: len(got.texts) >= len(expected), 30, "catch-up")
+            shutil.copy(log, logs / "train-exactly-once.log.2")
+            with log.open("r+") as f:
+                f.truncate(0)
+            await write(range(500, 750))
+
+            await eventually(lambda: len(got.texts) >= len(expected), 30, "all lines")
+            await asyncio.sleep(0.3)  # nothing extra may follow
+        finally:
+            await got.close()
+
+        assert kills >= 15
+        assert got.texts == expected  # every line exactly once, in order, never partial
+        kinds = [n.kind for n in got.notices]
+        assert "rotated" in kinds and "truncated" in kinds and "disconnected" in kinds
+        assert any("while disconnected" in n.detail for n in got.notices)
+        # Closed: nothing of ours keeps running on the host (orphans of the dropped
+        # connections were killed after reconnecting).
+        await eventually(lambda: not remote_processes_mentioning(str(log)), 10, "no leftovers")
+
+
+async def test_truncated_and_regrown_while_disconnected_is_read_from_the_start(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    log = tmp_path / "regrow.log"
+    log.write_text("".join(f"old line {i}\n" for i in range(20)))
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        got = Collector(LogTail(pool, "a", str(log), poll_s=0.05)).start()
+        try:
+            await eventually(lambda: len(got.texts) == 20)
+            sshd.stop()
+            # Truncated and rewritten past our offset: only the bytes before the
+            # offset tell that this is not the file we were reading.
+            log.write_text("".join(f"new line {i} with more text\n" for i in range(30)))
+            sshd.start()
+            await eventually(lambda: len(got.texts) == 50, 30)
+        finally:
+            await got.close()
+    assert got.texts[20:] == [f"new line {i} with more text" for i in range(30)]
+
+
+async def test_a_missing_log_is_waited_for(sshd: SshdHost, write_config, tmp_path) -> None:
+    log = tmp_path / "later.log"
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        tail = LogTail(pool, "a", str(log), poll_s=0.05)
+        got = Collector(tail).start()
+        try:
+            await eventually(lambda: tail.missing, what="the missing notice")
+            log.write_text("first\nsecond\n")
+            await eventually(lambda: got.texts == ["first", "second"])
+            assert not tail.missing
+        finally:
+            await got.close()
+        assert [n.kind for n in got.notices][:1] == ["missing"]
+
+
+async def test_lines_arrive_in_batches_not_one_event_per_line(
+    sshd: SshdHost, write_config, tmp_path
+) -> None:
+    log = tmp_path / "burst.log"
+    log.write_text("")
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        got = Collector(LogTail(pool, "a", str(log), poll_s=0.05, batch_s=0.075)).start()
+        try:
+            await asyncio.sleep(0.3)
+            started = time.monotonic()
+            for burst in range(10):
+                with log.open("a") as f:
+                    f.write("".join(f"burst {burst} line {i}\n" for i in range(300)))
+                await asyncio.sleep(0.01)
+            await eventually(lambda: len(got.texts) == 3000)
+            elapsed = time.monotonic() - started
+        finally:
+            await got.close()
+    times = got.batch_times
+    assert len(times) <= elapsed / 0.075 + 2
+    assert all(b - a >= 0.07 for a, b in zip(times, times[1:], strict=False))
+    assert max(got.batch_sizes) > 100
+
+
+async def test_crlf_tqdm_colours_garbage_and_huge_lines_come_through_clean(
+    sshd: SshdHost, write_config, tmp_path
+) -> None:
+    log = tmp_path / "hostile.log"
+    payload = (
+        b"windows line\r\n"
+        b"\r 10%|#         | 1/10\r 60%|######    | 6/10\r100%|##########| 10/10\n"
+        b"\x1b[32mINFO\x1b[0m step 5 loss 0.5\n"
+        b"\x00\xff\xfe\x80garbage\x01\x02\n" + b"y" * 1_000_000 + b"\nlast\n"
+    )
+    log.write_bytes(payload)
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        tail = LogTail(pool, "a", str(log))
+        got = Collector(tail).start()
+        try:
+            await eventually(lambda: len(got.texts) == 6)
+        finally:
+            await got.close()
+    assert got.texts[:3] == ["windows line", "100%|##########| 10/10", "INFO step 5 loss 0.5"]
+    assert "garbage" in got.texts[3] and "\x00" not in got.texts[3]
+    assert got.texts[4].startswith("yyyy") and got.texts[4].endswith("more bytes]")
+    assert got.texts[5] == "last"
+    assert tail.position.offset == len(payload)
+
+
+async def test_closing_the_tail_stops_the_remote_script(
+    sshd: SshdHost, write_config, tmp_path
+) -> None:
+    log = tmp_path / "quiet-cleanup.log"
+    log.write_text("only line\n")
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        got = Collector(LogTail(pool, "a", str(log))).start()
+        await eventually(lambda: got.texts == ["only line"])
+        assert remote_processes_mentioning(str(log))
+        await got.close()
+        await eventually(lambda: not remote_processes_mentioning(str(log)), 10, "cleanup")
