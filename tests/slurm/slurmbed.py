@@ -333,6 +333,8 @@ class SlurmCluster:
             "SlurmctldTimeout=30",
             "SlurmdTimeout=30",
             "MessageTimeout=5",
+            # Start jobs behind a pending one within a second, not after 30 s.
+            "SchedulerParameters=bf_interval=1",
         ]
         if self.accounting:
             lines += [
