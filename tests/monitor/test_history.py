@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -23,7 +24,7 @@ def test_memory_is_bounded_and_the_newest_points_are_exact() -> None:
     assert steps[-500:] == list(range(199_501, 200_001))
     older = steps[:-500]
     assert len(older) > 150 and older[0] == 1
-    gaps = {b - a for a, b in zip(older, older[1:], strict=False)}
+    gaps = {b - a for a, b in itertools.pairwise(older)}
     assert len(gaps) == 1  # an even sample
     assert h.last_step == 200_000 and h.points_added == 200_000
 

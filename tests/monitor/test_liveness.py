@@ -1,0 +1,164 @@
+"""Process and GPU probes: the probe never finds itself; states; nvidia-smi parsing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from dflash_tui.config import load_config
+from dflash_tui.monitor.gpu import parse_gpu_csv, summarize
+from dflash_tui.monitor.liveness import (
+    LogStat,
+    ProbeTarget,
+    ProcessInfo,
+    RunProbe,
+    RunState,
+    judge,
+    parse_probe,
+    probe_argv,
+    probe_input,
+)
+from dflash_tui.monitor.tail import LogTail
+from dflash_tui.remote import HostPool
+from tests.monitor.conftest import Collector, eventually
+from tests.testbed import SshdHost
+
+
+def test_parse_drops_the_probe_its_ancestors_and_our_own_sessions() -> None:
+    out = "\n".join(
+        [
+            "NOW 1700000000.25",
+            "SELF 500 500 400 300",
+            "RUN 0",
+            "STAT 64:12 2048 1699999990",
+            "P 500 500 0 sh -c ... dflash-tui-probe",  # the probe itself
+            "P 400 300 0 bash -c setsid ...",  # an ancestor
+            "P 700 700 9 sh -c ... dflash-tui-tail /w/train.log 0",  # one of our tails
+            "P 701 700 9 stat -L -c %s /dev/fd/3 /w/train.log",  # ...and its child
+            "P 900 880 7265 python train.py --run a",  # the real thing
+            "L 700 sh -c # dflash-tui-tail: follow ... dflash-tui-tail /w/train.log",
+            "L 880 tmux new -s train",
+            "RUN 1",
+            "NOSTAT stat: cannot statx 'b.log': No such file or directory",
+            "PERR pgrep: invalid regex",
+            "GPU",
+            "G 0, NVIDIA H100 80GB HBM3, 93, 71000, 81559",
+            "G 1, NVIDIA H100 80GB HBM3, [N/A], 5, 81559",
+            "END",
+        ]
+    )
+    probe = parse_probe(out, 2)
+    assert probe.host_now == 1700000000.25
+    a, b = probe.runs
+    assert a.log == LogStat("64:12", 2048, 1699999990.0)
+    assert a.processes == (ProcessInfo(900, 7265, "python train.py --run a"),)
+    assert b.log is None and "No such file" in (b.log_error or "")
+    assert b.pattern_error == "pgrep: invalid regex"
+    assert [g.util_pct for g in probe.gpus] == [93.0, None]
+    assert summarize(probe.gpus) == "2 GPUs 93% 69/159 GiB"
+    with pytest.raises(ValueError):
+        parse_probe("NOW 1\nRUN 0\n", 1)  # cut short: no END
+
+
+def test_nvidia_smi_output_that_is_not_csv_is_an_error_not_gpus() -> None:
+    gpus, error = parse_gpu_csv(["NVIDIA-SMI has failed because it couldn't communicate"])
+    assert gpus == () and error is not None and "NVIDIA-SMI has failed" in error
+
+
+def test_probe_input_rejects_line_breaks() -> None:
+    assert probe_input([ProbeTarget("a.log", None)]) == "1\na.log\n\n"
+    with pytest.raises(ValueError, match="line break"):
+        probe_input([ProbeTarget("a\nb.log", "x")])
+
+
+@pytest.mark.parametrize(
+    ("kw", "state", "words"),
+    [
+        ({"reachable": False, "host_error": "refused"}, RunState.UNKNOWN, "unreachable: refused"),
+        ({"probe": None}, RunState.UNKNOWN, "first probe"),
+        ({"procs": ()}, RunState.DEAD, "no process matches"),
+        ({"age": 400.0}, RunState.STALLED, "no new log line for 6m40s"),
+        ({"age": 3.0}, RunState.ALIVE, "pid 9 up 1h01m; last log line 3s ago"),
+        ({"log": None}, RunState.STALLED, "missing"),
+        ({"pattern": None, "age": 3.0}, RunState.ALIVE, "no `process` pattern"),
+        ({"pattern": None, "age": 999.0}, RunState.STALLED, "no `process` pattern"),
+    ],
+)
+def test_states(kw: dict, state: RunState, words: str) -> None:
+    procs = kw.pop("procs", (ProcessInfo(9, 3660, "python train.py"),))
+    log = kw.pop("log", LogStat("1:2", 10, 0.0))
+    probe = kw.pop("probe", RunProbe(log, None if log else "gone", procs))
+    args = {
+        "host": "h",
+        "reachable": True,
+        "host_error": None,
+        "probe": probe,
+        "pattern": kw.pop("pattern", "train.py"),
+        "log_path": "train.log",
+        "log_age_s": kw.pop("age", 1.0),
+        "stall_after_s": 300.0,
+    }
+    got, reason = judge(**{**args, **kw})
+    assert got == state and words in reason
+
+
+async def _probe(pool: HostPool, host: str, targets: list[ProbeTarget]):
+    result = await pool.run(host, probe_argv(), input=probe_input(targets), timeout=20)
+    return parse_probe(result.stdout, len(targets))
+
+
+async def test_a_pattern_matching_the_probe_and_our_tails_finds_only_the_real_process(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:10]
+    log = tmp_path / f"train_{tag}.log"
+    log.write_text("step 1 loss 2\n")
+    # A regex that also matches the probe's own script, its login shell, and the
+    # command line of our live tail of this log.
+    pattern = f"dflash-tui-probe|nvidia-smi|train_{tag}|fake[_-]trainer.*{tag}"
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", f"fake-trainer-{tag}"]
+    )
+    try:
+        async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+            got = Collector(LogTail(pool, "a", str(log))).start()
+            try:
+                await eventually(lambda: got.texts == ["step 1 loss 2"])
+                probe = await _probe(pool, "a", [ProbeTarget(str(log), pattern)])
+                (run,) = probe.runs
+                assert [p.pid for p in run.processes] == [trainer.pid]
+                assert run.processes[0].command.endswith(f"fake-trainer-{tag}")
+                assert run.processes[0].elapsed_s is not None
+                assert run.log is not None and run.log.size == log.stat().st_size
+                trainer.kill()
+                trainer.wait()
+                probe = await _probe(pool, "a", [ProbeTarget(str(log), pattern)])
+                assert probe.runs[0].processes == ()  # not "alive" because of ourselves
+            finally:
+                await got.close()
+    finally:
+        trainer.kill()
+
+
+async def test_gpus_from_nvidia_smi_inside_the_exec_prefix_and_none_without_it(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    smi = fakebin / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "0, NVIDIA H200, 77, 1000, 143771"\n')
+    smi.chmod(0o755)
+    prefix = ["env", f"PATH={fakebin}:/usr/local/bin:/usr/bin:/bin"]
+    config = write_config({"gpu": (sshd, {"exec_prefix": prefix}), "plain": sshd})
+    async with HostPool(load_config(config)) as pool:
+        with_gpu = await _probe(pool, "gpu", [ProbeTarget("nope.log", "no-such-process-x1")])
+        assert with_gpu.has_nvidia_smi and with_gpu.gpus[0].name == "NVIDIA H200"
+        assert with_gpu.runs[0].log is None and with_gpu.runs[0].processes == ()
+        plain = await _probe(pool, "plain", [])
+        assert not plain.has_nvidia_smi and plain.gpus == () and plain.gpu_error is None
+        bad = await _probe(pool, "plain", [ProbeTarget("x.log", "(unclosed")])
+        assert bad.runs[0].pattern_error

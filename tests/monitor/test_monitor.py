@@ -1,0 +1,123 @@
+"""The Monitor on a real sshd: states and their events, frozen clock, tau, hosts going down."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from dflash_tui.config import load_config
+from dflash_tui.monitor import (
+    HostReachabilityChanged,
+    LinesAppended,
+    Monitor,
+    MonitorOptions,
+    RunState,
+    RunStateChanged,
+)
+from dflash_tui.remote import HostPool
+from tests.testbed import SshdHost
+
+
+def _runs_toml(runs: list[dict[str, object]]) -> str:
+    out = []
+    for run in runs:
+        out.append("[[runs]]")
+        for key, value in run.items():
+            out.append(f"{key} = {value!r}".replace("'", '"'))
+        out.append("")
+    return "\n".join(out)
+
+
+async def test_alive_then_dead_then_unknown_with_events(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step {i} loss {2 - i / 100} acc {i / 200}\n" for i in range(100)))
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", f"trainer-{tag}"]
+    )
+    extra = _runs_toml([{"name": "r", "host": "a", "log": str(log), "process": f"trainer-{tag}"}])
+    config = load_config(write_config({"a": sshd}, extra=extra, refresh_s=0.3))
+    events: list[object] = []
+    try:
+        async with HostPool(config) as pool:
+            monitor = Monitor(config, pool)
+            monitor.subscribe(events.append)
+            await monitor.start()
+            try:
+                assert await monitor.wait_for(lambda m: m.run_view("r").state == RunState.ALIVE, 15)
+                view = monitor.run_view("r")
+                assert view.step == 99 and view.loss.slope_per_1k_steps < 0
+                assert view.processes[0].pid == trainer.pid
+                assert [line.text for line in view.lines][-1] == "step 99 loss 1.01 acc 0.495"
+                assert monitor.run_view("r") is view  # unchanged: the same snapshot
+
+                with log.open("a") as f:
+                    f.write("step 100 loss 1.0 acc 0.5\n")
+                assert await monitor.wait_for(lambda m: m.run_view("r").step == 100, 10)
+                appended = [e for e in events if isinstance(e, LinesAppended)]
+                assert appended[-1].last_seq == monitor.run_view("r").last_seq
+
+                trainer.kill()
+                trainer.wait()
+                assert await monitor.wait_for(lambda m: m.run_view("r").state == RunState.DEAD, 10)
+                assert "no process matches" in monitor.run_view("r").state_reason
+
+                sshd.stop()
+                assert await monitor.wait_for(
+                    lambda m: m.run_view("r").state == RunState.UNKNOWN, 20
+                )
+                host = monitor.host_view("a")
+                assert host.reachable is False and host.error
+                assert "unreachable" in monitor.run_view("r").state_reason
+            finally:
+                await monitor.stop()
+    finally:
+        trainer.kill()
+    changes = [(e.old, e.new) for e in events if isinstance(e, RunStateChanged)]
+    assert changes == [
+        (RunState.UNKNOWN, RunState.ALIVE),
+        (RunState.ALIVE, RunState.DEAD),
+        (RunState.DEAD, RunState.UNKNOWN),
+    ]
+    reach = [e.reachable for e in events if isinstance(e, HostReachabilityChanged)]
+    assert reach == [True, False]
+
+
+async def test_frozen_clock_log_age_from_the_hosts_mtime_and_a_calibrated_tau(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    log = tmp_path / "quiet.log"
+    log.write_text("".join(f"step {i} loss 1.0 acc 0.40\n" for i in range(10, 60, 10)))
+    ten_minutes_ago = time.time() - 600
+    os.utime(log, (ten_minutes_ago, ten_minutes_ago))
+    extra = _runs_toml(
+        [
+            {"name": "quiet", "host": "a", "log": str(log), "total_steps": 100},
+            {"name": "other", "host": "a", "log": str(tmp_path / "none.log")},
+        ]
+    )
+    config = load_config(write_config({"a": sshd}, extra=extra))
+    pairs = {"quiet": [(0.3, 2.0), (0.5, 3.0)]}
+    async with HostPool(config) as pool:
+        monitor = Monitor(
+            config,
+            pool,
+            clock=lambda: 1_000_000.0,
+            options=MonitorOptions(follow=False),
+            calibration=lambda run: pairs.get(run, []),
+        )
+        snapshot = await monitor.refresh_once(30)
+    quiet, other = snapshot.runs
+    assert snapshot.taken_at == 1_000_000.0 and quiet.taken_at == 1_000_000.0
+    assert 598 <= quiet.log_age_s <= 603  # the host's clock against the host's mtime
+    assert quiet.state == RunState.STALLED and "no `process` pattern" in quiet.state_reason
+    assert quiet.progress == 0.5 and quiet.eta_s is None
+    assert quiet.tau.method == "calibrated" and quiet.tau.value == 2.5
+    assert quiet.tau.basis.startswith("calibrated on 2 pairs")
+    assert other.state == RunState.UNKNOWN and other.tau.value is None and other.tau.missing
