@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"dflash_tui.commands.{name}")
         module.register(sub, common)
+        if hasattr(module, "default_handler"):  # the command `dflash-tui` alone runs
+            parser.set_defaults(default_handler=module.default_handler)
     return parser
 
 

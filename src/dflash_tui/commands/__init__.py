@@ -6,7 +6,7 @@ listed here only once it works (no stubs).
 
 from __future__ import annotations
 
-COMMAND_MODULES = ["demo", "check", "status", "logs", "trust", "inspect", "locate"]
+COMMAND_MODULES = ["tui", "demo", "check", "status", "logs", "trust", "inspect", "locate"]
 
 
 class CommandError(Exception):

@@ -1,0 +1,48 @@
+"""`dflash-tui` (no command) and `dflash-tui tui`: open the console.
+
+Textual is imported only inside the handler, so `dflash-tui --help` and every
+other command start without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dflash_tui.config import Config, ConfigError, load_config
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "tui",
+        parents=[common],
+        help="open the console (also what `dflash-tui` alone does)",
+        description="Open the console: runs, logs, plots, hosts, leaderboard, jobs and transfers. "
+        "Press ? inside for every key.",
+    )
+    p.set_defaults(handler=run)
+
+
+def check_keymap(config: Config) -> None:
+    """Refuse a `[keys]` table that names unknown actions or keys tmux cannot deliver."""
+    from dflash_tui.ui.actions import keymap_problems
+
+    problems = [config.problem(key, message) for key, message in keymap_problems(config.keys)]
+    if problems:
+        raise ConfigError(problems)
+
+
+def open_console(config: Config) -> int:
+    """Run the console on `config` in this terminal; returns the exit status."""
+    check_keymap(config)
+    from dflash_tui.session import ConsoleSession
+    from dflash_tui.ui.app import run_console
+
+    return run_console(ConsoleSession(config))
+
+
+def run(args: argparse.Namespace) -> int:
+    return open_console(load_config(args.config))
+
+
+default_handler = run
+"""What `dflash-tui` with no command runs (cli.py picks it up)."""

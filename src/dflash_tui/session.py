@@ -1,0 +1,405 @@
+"""The console's core-side wiring: one object that owns the pool, the monitor and transfers.
+
+The Textual app never talks to `remote/`, `monitor/` or `transfer/` directly:
+it holds a `ConsoleSession`, reads immutable snapshots from it (`runs()`,
+`hosts()`, `lines()`, `transfers()`), subscribes to small events that name
+what changed, and sends intents (`refresh_now()`, `relay()`). Everything the
+console decides that is not drawing (which state change deserves an alert,
+what a transfer's progress is) is decided here, so it runs, and is tested,
+without Textual.
+
+Events a subscriber gets, on the event loop that runs the session:
+- the monitor's own events (`RunUpdated`, `LinesAppended`, `RunStateChanged`,
+  `HostUpdated`, `HostReachabilityChanged`; see `dflash_tui.monitor.views`);
+- `AlertRaised`: a run turned dead or stalled, or a host became unreachable
+  (once per transition; `ring` is False for the first thing ever seen about a
+  run or host, which is news but not a change);
+- `TransfersChanged`: a transfer started, progressed, finished or failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dflash_tui.config import Config
+from dflash_tui.monitor.liveness import RunState
+from dflash_tui.monitor.monitor import Monitor, MonitorOptions
+from dflash_tui.monitor.views import (
+    HostReachabilityChanged,
+    HostView,
+    LogLine,
+    MonitorEvent,
+    RunStateChanged,
+    RunView,
+)
+from dflash_tui.remote.pool import HostPool
+
+log = logging.getLogger(__name__)
+
+ALERT_STATES = (RunState.DEAD, RunState.STALLED)
+STOP_TIMEOUT_S = 5.0
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class AlertRaised:
+    """Something an operator must notice: `subject` (a run or host) went bad.
+
+    `severity` is "error" (dead, unreachable) or "warning" (stalled); `ring`
+    says whether this is a change worth the terminal bell.
+    """
+
+    kind: str  # "run" or "host"
+    subject: str
+    severity: str
+    message: str
+    ring: bool
+
+
+@dataclass(frozen=True)
+class TransfersChanged:
+    """Transfer `transfer_id` (None: the list as a whole) changed; re-read `transfers()`."""
+
+    transfer_id: str | None = None
+
+
+SessionEvent = MonitorEvent | AlertRaised | TransfersChanged
+
+
+# --------------------------------------------------------------------------- transfer views
+
+
+@dataclass(frozen=True)
+class TransferView:
+    """One transfer as the transfers pane shows it: the stored row plus live progress."""
+
+    id: str
+    src: str
+    dst: str
+    state: str  # running, interrupted, failed, done
+    bytes_done: int
+    bytes_total: int
+    files_total: int
+    rate_bps: float | None
+    eta_s: float | None
+    current_file: str | None
+    error: str | None
+    started_at: float
+    finished_at: float | None
+
+    @property
+    def fraction(self) -> float | None:
+        return None if self.bytes_total <= 0 else min(1.0, self.bytes_done / self.bytes_total)
+
+
+@dataclass
+class _LiveTransfer:
+    """What the progress events of a running transfer told us (mutable, session-only)."""
+
+    src: str
+    dst: str
+    started_at: float
+    state: str = "running"
+    bytes_done: int = 0
+    bytes_total: int = 0
+    files_total: int = 0
+    rate_bps: float | None = None
+    eta_s: float | None = None
+    current_file: str | None = None
+    error: str | None = None
+    finished_at: float | None = None
+
+
+# --------------------------------------------------------------------------- the interface
+
+
+class SessionAPI(Protocol):
+    """What the console reads and asks; ConsoleSession implements it (tests may fake it)."""
+
+    config: Config
+
+    def now(self) -> float: ...
+    def last_refresh_at(self) -> float | None: ...
+    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]: ...
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def refresh_now(self) -> None: ...
+    def run_names(self) -> tuple[str, ...]: ...
+    def run(self, name: str) -> RunView: ...
+    def runs(self) -> tuple[RunView, ...]: ...
+    def hosts(self) -> tuple[HostView, ...]: ...
+    def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]: ...
+    def transfers(self) -> tuple[TransferView, ...]: ...
+    async def relay(self, src: str, dst: str) -> str: ...
+    async def complete_path(self, host: str | None, prefix: str) -> list[str]: ...
+    @property
+    def evals_available(self) -> bool: ...
+
+
+# --------------------------------------------------------------------------- the session
+
+
+class ConsoleSession:
+    """Owns the HostPool, the Monitor and transfer tracking for one console.
+
+    Construct it anywhere; `await start()` on the loop that will run it (the
+    console's), `await stop()` before that loop ends. Reading methods never
+    block and never touch the network.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.time,
+        pool: HostPool | None = None,
+        monitor_options: MonitorOptions | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.pool = pool or HostPool(config)
+        self._own_pool = pool is None
+        self.monitor = Monitor(config, self.pool, clock=clock, options=monitor_options)
+        self._subscribers: list[Callable[[Any], None]] = []
+        self._unsubscribe_monitor: Callable[[], None] | None = None
+        self._seen_runs: set[str] = set()
+        self._seen_hosts: set[str] = set()
+        self._transfer_conn: sqlite3.Connection | None = None
+        self._live: dict[str, _LiveTransfer] = {}
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start following logs and probing hosts; returns at once (work runs in tasks)."""
+        if self._started:
+            return
+        self._started = True
+        self._unsubscribe_monitor = self.monitor.subscribe(self._on_monitor_event)
+        await self.monitor.start()
+
+    async def stop(self) -> None:
+        """Stop the monitor and close connections (bounded: a dead link cannot hang the exit)."""
+        if self._unsubscribe_monitor is not None:
+            self._unsubscribe_monitor()
+            self._unsubscribe_monitor = None
+        with contextlib.suppress(asyncio.TimeoutError, Exception):
+            await asyncio.wait_for(self.monitor.stop(), STOP_TIMEOUT_S)
+        if self._own_pool:
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(self.pool.close(), STOP_TIMEOUT_S)
+        if self._transfer_conn is not None:
+            self._transfer_conn.close()
+            self._transfer_conn = None
+        self._started = False
+
+    # ------------------------------------------------------------------ events
+
+    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
+        """Call `callback(event)` for every SessionEvent; returns an unsubscribe function."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _emit(self, event: Any) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception:
+                log.exception("session subscriber failed on %r", event)
+
+    def _on_monitor_event(self, event: MonitorEvent) -> None:
+        self._emit(event)
+        alert = self._alert_for(event)
+        if alert is not None:
+            self._emit(alert)
+
+    def _alert_for(self, event: MonitorEvent) -> AlertRaised | None:
+        """Which monitor events deserve an alert: see the module docstring."""
+        if isinstance(event, RunStateChanged):
+            if event.new == RunState.UNKNOWN:
+                return None  # the host's own alert says why
+            first = event.run not in self._seen_runs
+            self._seen_runs.add(event.run)
+            if event.new not in ALERT_STATES:
+                return None
+            severity = "error" if event.new == RunState.DEAD else "warning"
+            return AlertRaised(
+                "run", event.run, severity, f"{event.run} is {event.new}: {event.reason}", not first
+            )
+        if isinstance(event, HostReachabilityChanged):
+            first = event.host not in self._seen_hosts
+            self._seen_hosts.add(event.host)
+            if event.reachable:
+                return None
+            why = f": {event.error}" if event.error else ""
+            return AlertRaised(
+                "host", event.host, "error", f"{event.host} is unreachable{why}", not first
+            )
+        return None
+
+    # ------------------------------------------------------------------ reading
+
+    def now(self) -> float:
+        return self.clock()
+
+    def last_refresh_at(self) -> float | None:
+        """When the most recent host probe finished (None before the first one)."""
+        times = [h.probed_at for h in self.monitor.hosts() if h.probed_at is not None]
+        return max(times) if times else None
+
+    def run_names(self) -> tuple[str, ...]:
+        return self.monitor.run_names
+
+    def run(self, name: str) -> RunView:
+        return self.monitor.run_view(name)
+
+    def runs(self) -> tuple[RunView, ...]:
+        return self.monitor.runs()
+
+    def hosts(self) -> tuple[HostView, ...]:
+        return self.monitor.hosts()
+
+    def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]:
+        return self.monitor.lines(run, after_seq)
+
+    def refresh_now(self) -> None:
+        """Probe every host now instead of at the next `refresh_s` tick."""
+        self.monitor.refresh_now()
+
+    # ------------------------------------------------------------------ evals
+
+    @property
+    def evals_available(self) -> bool:
+        """Whether eval jobs and the leaderboard can be shown (their module may be absent)."""
+        return False
+
+    # ------------------------------------------------------------------ transfers
+
+    def _transfers_db(self) -> sqlite3.Connection:
+        if self._transfer_conn is None:
+            from dflash_tui.transfer import open_transfer_state
+
+            self._transfer_conn = open_transfer_state(self.config.console.state_dir)
+        return self._transfer_conn
+
+    def transfers(self, limit: int = 20) -> tuple[TransferView, ...]:
+        """Recent transfers, newest first: stored rows with the live progress of running ones."""
+        from dflash_tui.transfer import list_transfers
+
+        try:
+            records = list_transfers(self._transfers_db(), limit=limit)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("cannot read transfers: %s", exc)
+            records = []
+        views = []
+        for r in records:
+            live = self._live.get(r.id)
+            if live is not None:
+                views.append(_view_from_live(r.id, live))
+            else:
+                views.append(
+                    TransferView(
+                        id=r.id,
+                        src=r.src,
+                        dst=r.dst,
+                        state=r.state,
+                        bytes_done=r.bytes_done,
+                        bytes_total=r.bytes_total,
+                        files_total=r.files_total,
+                        rate_bps=None,
+                        eta_s=None,
+                        current_file=None,
+                        error=r.error,
+                        started_at=r.started_at,
+                        finished_at=r.finished_at,
+                    )
+                )
+        stored = {v.id for v in views}
+        extra = [_view_from_live(i, t) for i, t in self._live.items() if i not in stored]
+        return tuple(sorted(extra, key=lambda v: -v.started_at) + views)
+
+    async def relay(self, src: str, dst: str) -> str:
+        """Copy `src` to `dst` (`host:path` or local), verified; returns the transfer id.
+
+        Progress arrives as TransfersChanged events. Raises EndpointError for
+        a bad word and TransferError when the copy fails (resumable or not).
+        """
+        from dflash_tui.transfer import (
+            FileProgress,
+            TransferEvent,
+            TransferFailed,
+            TransferFinished,
+            TransferStarted,
+            relay,
+        )
+
+        def on_event(event: TransferEvent) -> None:
+            live = self._live.get(event.transfer_id)
+            if live is None:
+                live = self._live[event.transfer_id] = _LiveTransfer(src, dst, self.clock())
+            if isinstance(event, TransferStarted):
+                live.bytes_total, live.files_total = event.bytes_total, event.files
+                live.bytes_done = event.bytes_verified
+            elif isinstance(event, FileProgress):
+                live.bytes_done, live.bytes_total = event.overall_done, event.overall_total
+                live.rate_bps, live.eta_s = event.overall_rate_bps, event.overall_eta_s
+                live.current_file = event.path
+            elif isinstance(event, TransferFinished):
+                live.state, live.bytes_done, live.eta_s = "done", live.bytes_total, 0.0
+                live.rate_bps, live.finished_at = event.rate_bps, self.clock()
+            elif isinstance(event, TransferFailed):
+                live.state = "interrupted" if event.resumable else "failed"
+                live.error, live.finished_at = event.reason, self.clock()
+            self._emit(TransfersChanged(event.transfer_id))
+
+        result = await relay(self.pool, self._transfers_db(), src, dst, on_event=on_event)
+        self._emit(TransfersChanged(result.transfer_id))
+        return result.transfer_id
+
+    async def complete_path(self, host: str | None, prefix: str) -> list[str]:
+        """Completions of `prefix` on `host` (None: this machine) for the relay form."""
+        from dflash_tui.transfer import complete_path
+
+        return [c.text for c in await complete_path(self.pool, host, prefix)]
+
+
+def _view_from_live(transfer_id: str, t: _LiveTransfer) -> TransferView:
+    return TransferView(
+        id=transfer_id,
+        src=t.src,
+        dst=t.dst,
+        state=t.state,
+        bytes_done=t.bytes_done,
+        bytes_total=t.bytes_total,
+        files_total=t.files_total,
+        rate_bps=t.rate_bps,
+        eta_s=t.eta_s,
+        current_file=t.current_file,
+        error=t.error,
+        started_at=t.started_at,
+        finished_at=t.finished_at,
+    )
+
+
+__all__ = [
+    "AlertRaised",
+    "ConsoleSession",
+    "SessionAPI",
+    "SessionEvent",
+    "TransferView",
+    "TransfersChanged",
+]

@@ -1,0 +1,490 @@
+"""The console App: the only part of the UI that talks to the core.
+
+It holds a session (`dflash_tui.session.ConsoleSession`, or anything with
+the same interface), turns the session's events into small messages, and
+batches them: runs, hosts and transfers are re-read at most every
+VIEWS_FLUSH_S, the selected run's new log lines every LINES_FLUSH_S, and
+only for panes that are on screen (a hidden pane is marked stale and filled
+when it shows). Ages tick every `refresh_s` without asking the core for
+anything new. UI state that outlives a layout change (selected run, follow,
+filter, active tab) lives here, not in the panes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
+
+from textual import events, on, work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, TabbedContent
+from textual.worker import Worker, WorkerState
+
+from dflash_tui.monitor.views import HostUpdated as CoreHostUpdated
+from dflash_tui.monitor.views import LinesAppended as CoreLinesAppended
+from dflash_tui.monitor.views import RunUpdated as CoreRunUpdated
+from dflash_tui.session import AlertRaised, SessionAPI
+from dflash_tui.session import TransfersChanged as CoreTransfersChanged
+from dflash_tui.ui import actions, messages
+from dflash_tui.ui.glyphs import use_common_glyphs
+from dflash_tui.ui.panes.base import PaneMixin
+from dflash_tui.ui.panes.header import HeaderBar
+from dflash_tui.ui.panes.hosts import HostsPane
+from dflash_tui.ui.panes.jobs import JobsPane
+from dflash_tui.ui.panes.leaderboard import LeaderboardPane
+from dflash_tui.ui.panes.log import LogPane
+from dflash_tui.ui.panes.plots import PlotsPane
+from dflash_tui.ui.panes.runs import RunsTable
+from dflash_tui.ui.screens.detail import DetailScreen
+from dflash_tui.ui.screens.help import HelpScreen
+from dflash_tui.ui.screens.log_full import LogScreen
+from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_wide
+from dflash_tui.ui.screens.relay_form import RelayForm
+from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
+
+VIEWS_FLUSH_S = 0.5
+LINES_FLUSH_S = 0.2
+
+
+class DflashApp(App[int]):
+    """The console. `session` supplies snapshots and takes intents; see the module docstring."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "dflash-tui"
+    BINDINGS = actions.bindings(actions.APP)
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(
+        self,
+        session: SessionAPI,
+        *,
+        bell: bool | None = None,
+        start_session: bool = True,
+    ) -> None:
+        use_common_glyphs()
+        super().__init__()
+        self.session = session
+        self.config = session.config
+        self.bell_enabled = self.config.console.bell if bell is None else bell
+        self.start_session = start_session
+        self.user_keymap = actions.normalize_keymap(self.config.keys)
+        self.register_theme(DFLASH_THEME)
+        names = session.run_names()
+        self.selected_run: str | None = names[0] if names else None
+        self.follow = True
+        self.log_filter: str | None = None
+        self.active_tab: str | None = None
+        self.bells = 0  # terminal bells rung (tests read it)
+        self._shown_seq = 0
+        self._dirty_runs: set[str] = set()
+        self._dirty_hosts = False
+        self._dirty_transfers = True
+        self._lines_due = False
+        self._views_timer: Timer | None = None
+        self._lines_timer: Timer | None = None
+        self._unsubscribe = None
+        self._stopping = False
+
+    # ------------------------------------------------------------------ setup
+
+    @property
+    def config_name(self) -> str:
+        path = Path(self.config.path)
+        with contextlib.suppress(ValueError):
+            return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path)
+
+    def get_default_screen(self) -> Screen:
+        return MainScreen(wide=wants_wide(self.size.width, self.size.height))
+
+    def on_mount(self) -> None:
+        self.theme = THEME_NAME
+        self.set_keymap(self.user_keymap)
+        self._unsubscribe = self.session.subscribe(self._on_session_event)
+        if self.start_session:
+            self.run_worker(self.session.start(), group="session", exit_on_error=False)
+        self.set_interval(self.config.console.refresh_s, self._tick)
+
+    def main_screen_ready(self, screen: MainScreen) -> None:
+        """The main screen is composed: fill every pane and focus the runs table."""
+        self.fill_all()
+        screen.query_one(RunsTable).focus()
+
+    @property
+    def main(self) -> MainScreen:
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                return screen
+        raise LookupError("no main screen")
+
+    async def on_resize(self, event: events.Resize) -> None:
+        wide = wants_wide(event.size.width, event.size.height)
+        main = self.main
+        if wide == main.wide:
+            return
+        main.wide = wide
+        main.set_class(wide, "-wide")
+        focused = main.pane_of(self.focused) if self.screen is main else None
+        await main.recompose()
+        self.fill_all()
+        if self.active_tab and self.active_tab.removeprefix("tab-") in main.tabbed:
+            main.query_one(TabbedContent).active = self.active_tab
+        if self.screen is main:
+            main.focus_target(focused or "runs").focus()
+
+    # ------------------------------------------------------------------ core events
+
+    def _on_session_event(self, event: object) -> None:
+        """Called by the session on the event loop: translate into our own messages."""
+        if isinstance(event, CoreRunUpdated):
+            self.post_message(messages.RunUpdated(event.run, event.seq))
+        elif isinstance(event, CoreLinesAppended):
+            self.post_message(messages.LinesAppended(event.run, event.last_seq))
+        elif isinstance(event, CoreHostUpdated):
+            self.post_message(messages.HostUpdated(event.host, event.seq))
+        elif isinstance(event, CoreTransfersChanged):
+            self.post_message(messages.TransfersChanged())
+        elif isinstance(event, AlertRaised):
+            self.post_message(messages.AlertPosted(event))
+
+    def on_run_updated(self, message: messages.RunUpdated) -> None:
+        self._dirty_runs.add(message.run)
+        self._arm_views()
+
+    def on_host_updated(self, message: messages.HostUpdated) -> None:
+        self._dirty_hosts = True
+        self._arm_views()
+
+    def on_transfers_changed(self, message: messages.TransfersChanged) -> None:
+        self._dirty_transfers = True
+        self._arm_views()
+
+    def on_lines_appended(self, message: messages.LinesAppended) -> None:
+        if message.run == self.selected_run and not self._lines_due:
+            self._lines_due = True
+            self._lines_timer = self.set_timer(LINES_FLUSH_S, self._flush_lines)
+
+    def on_alert_posted(self, message: messages.AlertPosted) -> None:
+        alert = message.alert
+        self.notify(
+            alert.message,
+            title=f"{alert.kind} {alert.subject}",
+            severity="error" if alert.severity == "error" else "warning",
+            timeout=10,
+        )
+        if alert.ring and self.bell_enabled:
+            self.bells += 1
+            self.bell()
+
+    def _arm_views(self) -> None:
+        if self._views_timer is None:
+            self._views_timer = self.set_timer(VIEWS_FLUSH_S, self._flush_views)
+
+    # ------------------------------------------------------------------ filling panes
+
+    def _flush_views(self) -> None:
+        self._views_timer = None
+        dirty, self._dirty_runs = self._dirty_runs, set()
+        hosts_dirty, self._dirty_hosts = self._dirty_hosts, False
+        with self.batch_update():
+            if dirty or hosts_dirty:
+                self.fill_runs()
+                self.fill_header()
+            if self.selected_run in dirty:
+                self.fill_plots()
+                self.fill_log_status()
+            if dirty or hosts_dirty:
+                self.fill_hosts()
+            if self._dirty_transfers:
+                self.fill_jobs()
+            screen = self.screen
+            if isinstance(screen, DetailScreen) and screen.run in dirty:
+                screen.update_view(self.session.run(screen.run), self.session.now())
+
+    def _flush_lines(self) -> None:
+        self._lines_due = False
+        self._lines_timer = None
+        panes = self._log_panes()
+        if not any(p.visible_now for p in panes):
+            for pane in panes:
+                pane.mark_outdated()  # refilled in full when it shows
+            return
+        run = self.selected_run
+        if run is None:
+            return
+        lines = self.session.lines(run, self._shown_seq)
+        if lines:
+            self._shown_seq = lines[-1].seq
+            with self.batch_update():
+                for pane in panes:
+                    pane.append(lines)
+
+    def _log_panes(self) -> list[LogPane]:
+        panes = []
+        for screen in self.screen_stack:
+            if isinstance(screen, (MainScreen, LogScreen)):
+                panes.extend(screen.query(LogPane))
+        return panes
+
+    def fill_all(self) -> None:
+        with self.batch_update():
+            self.fill_header()
+            self.fill_runs()
+            self.fill_log()
+            self.fill_plots()
+            self.fill_hosts()
+            self.fill_leaderboard()
+            self.fill_jobs()
+
+    def fill_pane(self, name: str) -> None:
+        {
+            "runs": self.fill_runs,
+            "log": self.fill_log,
+            "plots": self.fill_plots,
+            "hosts": self.fill_hosts,
+            "leaderboard": self.fill_leaderboard,
+            "jobs": self.fill_jobs,
+        }[name]()
+
+    def fill_header(self) -> None:
+        self.main.query_one(HeaderBar).update_header(
+            self.config_name,
+            self.session.last_refresh_at(),
+            self.session.runs(),
+            self.session.hosts(),
+        )
+
+    def fill_runs(self) -> None:
+        self.main.query_one(RunsTable).update_runs(
+            self.session.runs(), self.session.now(), self.selected_run
+        )
+
+    def _log_status(self) -> str:
+        if self.selected_run is None:
+            return ""
+        view = self.session.run(self.selected_run)
+        if view.tail_status == "following":
+            return ""
+        return view.tail_status + (f": {view.tail_error}" if view.tail_error else "")
+
+    def fill_log(self) -> None:
+        """Reload the log panes in full from the session (new run, new filter, shown again)."""
+        run = self.selected_run
+        lines = self.session.lines(run, 0) if run else ()
+        self._shown_seq = lines[-1].seq if lines else 0
+        status = self._log_status()
+        for pane in self._log_panes():
+            pane.show_lines(
+                run, lines, follow=self.follow, filter_text=self.log_filter, status=status
+            )
+
+    def fill_log_status(self) -> None:
+        status = self._log_status()
+        for pane in self._log_panes():
+            if pane._status != status:
+                pane.append((), status=status)
+
+    def fill_plots(self) -> None:
+        run = self.selected_run
+        series = self.session.run(run).series if run else None
+        self.main.query_one(PlotsPane).update_series(run, series)
+
+    def fill_hosts(self) -> None:
+        pane = self.main.query_one(HostsPane)
+        if not pane.visible_now:
+            pane.mark_outdated()
+            return
+        pane.update_hosts(self.session.hosts(), self.session.runs(), self.session.now())
+
+    def fill_leaderboard(self) -> None:
+        self.main.query_one(LeaderboardPane).update_leaderboard(self.session.evals_available)
+
+    def fill_jobs(self) -> None:
+        pane = self.main.query_one(JobsPane)
+        if not pane.visible_now:
+            pane.mark_outdated()  # reading transfers is a database query: only when seen
+            return
+        self._dirty_transfers = False
+        pane.update_jobs(self.session.transfers(), self.session.now())
+
+    def on_pane_mixin_shown(self, message: PaneMixin.Shown) -> None:
+        self.fill_pane(message.pane)
+
+    def _tick(self) -> None:
+        """Ages move on: redraw them from the snapshots we have."""
+        if self._stopping:
+            return
+        now = self.session.now()
+        main = self.main
+        main.query_one(RunsTable).tick(now)
+        if isinstance(self.screen, DetailScreen):
+            self.screen.update_view(self.session.run(self.screen.run), now)
+
+    # ------------------------------------------------------------------ pane intents
+
+    @on(RunsTable.RunHighlighted)
+    def _run_highlighted(self, message: RunsTable.RunHighlighted) -> None:
+        if message.run == self.selected_run:
+            return
+        self.selected_run = message.run
+        with self.batch_update():
+            self.fill_log()
+            self.fill_plots()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, message: TabbedContent.TabActivated) -> None:
+        if message.pane is not None and message.pane.id:
+            self.active_tab = message.pane.id
+
+    @on(LogPane.FilterSubmitted)
+    def _filter_submitted(self, message: LogPane.FilterSubmitted) -> None:
+        self.log_filter = message.text
+        self.fill_log()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state != WorkerState.ERROR:
+            return
+        error = worker.error
+        what = {"session": "starting the monitor", "transfer": "the transfer"}.get(
+            worker.group, worker.name
+        )
+        self.notify(f"{what} failed: {error}", severity="error", timeout=15)
+
+    # ------------------------------------------------------------------ actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        for a in actions.ACTIONS:
+            if a.method.split("(")[0] == action and a.needs == "run":
+                return self.selected_run is not None
+        return True
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The palette: every action reachable on `screen`, titled with its key."""
+        name = getattr(screen, "screen_name", None)
+        for a in actions.for_screen(name):
+            if not a.palette:
+                continue
+            if a.needs == "run" and self.selected_run is None:
+                continue
+            keys = actions.display_keys(actions.effective_keys(a, self.user_keymap))
+            yield SystemCommand(f"{a.title} ({keys})", a.help, partial(self.run_action, a.action))
+
+    def get_key_display(self, binding: Binding) -> str:
+        return actions.display_key(binding.key)
+
+    async def action_quit(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self.notify("stopping...", timeout=2)
+        with contextlib.suppress(Exception):
+            await self.session.stop()
+        self.exit(0)
+
+    def action_show_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.user_keymap, self.config_name))
+
+    def action_refresh_now(self) -> None:
+        self.session.refresh_now()
+        self.notify("probing every host now", timeout=2)
+
+    def action_close_screen(self) -> None:
+        if len(self.screen_stack) > 1 and not isinstance(self.screen, MainScreen):
+            self.pop_screen()
+
+    def _focused_pane(self) -> str:
+        return self.main.pane_of(self.focused) or "runs"
+
+    def action_next_pane(self, step: int = 1) -> None:
+        if self.screen is not self.main:
+            return
+        current = PANE_ORDER.index(self._focused_pane())
+        self.action_show_pane(PANE_ORDER[(current + step) % len(PANE_ORDER)])
+
+    def action_previous_pane(self) -> None:
+        self.action_next_pane(-1)
+
+    def action_show_pane(self, name: str) -> None:
+        main = self.main
+        tab = main.tab_of(name)
+        if tab is not None:
+            main.query_one(TabbedContent).active = tab
+            self.active_tab = tab
+        main.focus_target(name).focus()
+
+    def action_move(self, delta: int) -> None:
+        widget = self.focused
+        if isinstance(widget, DataTable):
+            widget.action_cursor_down() if delta > 0 else widget.action_cursor_up()
+        elif widget is not None and widget.allow_vertical_scroll:
+            widget.scroll_relative(y=delta, animate=False)
+
+    def action_open_detail(self) -> None:
+        run = self.selected_run
+        if run is None:
+            return
+        screen = DetailScreen(run)
+        self.push_screen(screen)
+        screen.update_view(self.session.run(run), self.session.now())
+
+    def action_toggle_log_screen(self) -> None:
+        if isinstance(self.screen, LogScreen):
+            self.pop_screen()
+            return
+        if self.selected_run is None:
+            return
+        self.push_screen(LogScreen())
+        self.fill_log()
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        for pane in self._log_panes():
+            pane.set_follow(self.follow)
+        self.notify("following the log" if self.follow else "log paused", timeout=2)
+
+    def action_filter_log(self) -> None:
+        if isinstance(self.screen, LogScreen):
+            self.screen.pane.open_filter()
+            return
+        if self.screen is self.main:
+            self.action_show_pane("log")
+            self.main.query_one(LogPane).open_filter()
+
+    def action_open_relay_form(self) -> None:
+        def started(words: tuple[str, str] | None) -> None:
+            if words is not None:
+                self.start_relay(*words)
+
+        self.push_screen(RelayForm(list(self.config.hosts), self.session.complete_path), started)
+
+    @work(group="transfer", exit_on_error=False)
+    async def start_relay(self, src: str, dst: str) -> None:
+        self.notify(f"relay {src} -> {dst} started", timeout=4)
+        self._dirty_transfers = True
+        transfer_id = await self.session.relay(src, dst)
+        self.notify(f"relay {src} -> {dst} done, verified ({transfer_id})", timeout=8)
+
+    async def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if not self._stopping:
+            self._stopping = True
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.session.stop(), 10)
+
+
+def run_console(session: SessionAPI) -> int:
+    """Run the console in this terminal until the user quits; returns the exit status."""
+    app = DflashApp(session)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,128 @@
+"""How numbers, ages and bars are written on screen: short, plain ASCII plus a few
+glyphs every common terminal font has (arrows, full and light-shade blocks).
+
+Pure functions of the values they get; nothing here decides anything about a
+run, it only writes down what the core computed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from dflash_tui.monitor.history import Trend
+
+DASH = "-"
+UP, DOWN, FLAT = "↑", "↓", "→"
+FULL, EMPTY = "█", "░"
+
+
+def missing(value: float | None) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def duration(seconds: float | None) -> str:
+    """12s, 4m05s, 2h05m, 3d04h."""
+    if missing(seconds):
+        return DASH
+    s = int(max(0.0, seconds or 0.0))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def short_duration(seconds: float | None) -> str:
+    """At most 4 characters: 12s, 4m, 2h, 3d."""
+    if missing(seconds):
+        return DASH
+    s = int(max(0.0, seconds or 0.0))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def number(value: float | None, digits: int = 4) -> str:
+    if missing(value):
+        return DASH
+    return f"{value:.{digits}f}"
+
+
+def compact(value: float | None) -> str:
+    """41234 -> 41.2k, 1.5e6 -> 1.50M."""
+    if missing(value):
+        return DASH
+    v = float(value or 0.0)
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= size:
+            scaled = v / size
+            return f"{scaled:.1f}{unit}" if abs(scaled) >= 10 else f"{scaled:.2f}{unit}"
+    return f"{v:.0f}"
+
+
+def size(nbytes: float | None) -> str:
+    """Bytes in binary units: 1.2 GiB."""
+    if missing(nbytes):
+        return DASH
+    v = float(nbytes or 0)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return DASH
+
+
+def step(value: int | None, total: int | None = None) -> str:
+    if value is None:
+        return DASH
+    return f"{value}/{total}" if total else f"{value}"
+
+
+def percent(fraction: float | None, digits: int = 0) -> str:
+    if missing(fraction):
+        return DASH
+    return f"{100 * (fraction or 0.0):.{digits}f}%"
+
+
+def trend_arrow(trend: Trend, lower_is_better: bool) -> tuple[str, bool | None]:
+    """The arrow for a metric's slope and whether that direction is good (None: flat/unknown).
+
+    A slope smaller than 0.1% of the value per 1000 steps reads as flat.
+    """
+    slope, level = trend.slope_per_1k_steps, trend.ema if trend.ema is not None else trend.last
+    if missing(slope):
+        return " ", None
+    assert slope is not None
+    scale = abs(level) if level else 1.0
+    if abs(slope) < 1e-3 * scale:
+        return FLAT, None
+    rising = slope > 0
+    return (UP if rising else DOWN), (rising != lower_is_better)
+
+
+def bar(fraction: float | None, width: int) -> str:
+    """A bar of full blocks over light shade; blank when unknown."""
+    if width <= 0:
+        return ""
+    if missing(fraction):
+        return " " * width
+    filled = round(min(1.0, max(0.0, fraction or 0.0)) * width)
+    return FULL * filled + EMPTY * (width - filled)
+
+
+def clock(when: float | None) -> str:
+    """Local wall-clock time of `when` (seconds since the epoch), HH:MM:SS."""
+    if when is None:
+        return "--:--:--"
+    return time.strftime("%H:%M:%S", time.localtime(when))
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut to `width` characters, ending in '..' when cut."""
+    if len(text) <= width:
+        return text
+    return text[: max(0, width - 2)] + ".."

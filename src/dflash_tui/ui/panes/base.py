@@ -1,0 +1,72 @@
+"""What every pane shares: draw when seen, otherwise remember that a draw is owed.
+
+A pane gets its data through one update method, which stores it and calls
+`draw_or_defer()`. A pane that is not on screen (a hidden tab, a screen
+under a modal) only marks itself stale and draws on `Show`. Where even
+fetching the data costs something (the transfers list is a database query),
+the App does not fetch it for a hidden pane but calls `mark_outdated()`; on
+`Show` such a pane posts `Shown` and the App fills it. So a hidden pane costs
+a flag, not a repaint or a query.
+
+`PaneMixin` is mixed into widgets of different bases (DataTable, containers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import events
+from textual.message import Message
+
+
+class PaneMixin:
+    """Mix into a Widget; implement `draw()` from the snapshot the update method stored."""
+
+    class Shown(Message):
+        """Pane `pane` came into view without current data: the App fills it."""
+
+        def __init__(self, pane: str) -> None:
+            super().__init__()
+            self.pane = pane
+
+    pane_name: str = ""
+    stale: bool = True  # a draw is owed
+    outdated: bool = True  # the data itself is owed (nothing stored yet, or skipped)
+    draws: int = 0  # how often `draw` ran (tests read it)
+
+    @property
+    def visible_now(self) -> bool:
+        """On screen and on the active screen (not under a modal or another screen)."""
+        widget: Any = self
+        try:
+            return bool(widget.is_attached and widget.screen.is_active and widget.is_on_screen)
+        except Exception:
+            return False
+
+    def mark_outdated(self) -> None:
+        self.outdated = self.stale = True
+
+    def draw_or_defer(self) -> None:
+        """Called by update methods after storing new data."""
+        self.outdated = False
+        self.redraw()
+
+    def redraw(self) -> None:
+        if self.outdated:
+            return
+        if self.visible_now:
+            self.stale = False
+            self.draws += 1
+            self.draw()
+        else:
+            self.stale = True
+
+    def draw(self) -> None:
+        raise NotImplementedError
+
+    def on_show(self, event: events.Show) -> None:
+        if self.outdated:
+            widget: Any = self
+            widget.post_message(self.Shown(self.pane_name))
+        elif self.stale:
+            self.redraw()

@@ -1,0 +1,51 @@
+"""The one-line header: config name, clock time of the last refresh (the last host
+probe), runs counted by state, hosts up."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import Static
+
+from dflash_tui.monitor.views import HostView, RunView
+from dflash_tui.ui import format as fmt
+
+ORDER = ("alive", "stalled", "dead", "unknown")
+
+
+class HeaderBar(Static):
+    COMPONENT_CLASSES = {
+        "header--title",
+        "header--alive",
+        "header--stalled",
+        "header--dead",
+        "header--unknown",
+    }
+
+    def update_header(
+        self,
+        config_name: str,
+        refreshed_at: float | None,
+        runs: Sequence[RunView],
+        hosts: Sequence[HostView],
+    ) -> None:
+        def style(name: str) -> Style:
+            return self.get_component_rich_style(f"header--{name}", partial=True)
+
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(" dflash-tui ", style("title"))
+        out.append(f" {config_name}  {fmt.clock(refreshed_at)}  ")
+        counts = Counter(r.state.value for r in runs)
+        for state in ORDER:
+            if counts.get(state):
+                out.append(f"{counts[state]} {state}", style(state))
+                out.append(" ")
+        up = sum(1 for h in hosts if h.reachable)
+        down = sum(1 for h in hosts if h.reachable is False)
+        out.append(f" {up}/{len(hosts)} hosts up")
+        if down:
+            out.append(f" {down} down", style("dead"))
+        self.update(out)

@@ -1,0 +1,118 @@
+"""The hosts pane: per host, reachability and latency, each GPU's utilisation and memory
+as bars, and the training processes the probes found there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from dflash_tui.monitor.views import HostView, RunView
+from dflash_tui.ui import format as fmt
+from dflash_tui.ui.panes.base import PaneMixin
+
+
+def gpu_name(name: str) -> str:
+    return name.removeprefix("NVIDIA ").strip()
+
+
+class HostsPane(PaneMixin, VerticalScroll):
+    """`update_hosts` stores hosts and runs; `draw` writes one text block."""
+
+    pane_name = "hosts"
+    can_focus = True
+    COMPONENT_CLASSES = {"hosts--up", "hosts--down", "hosts--unknown", "hosts--dim", "hosts--name"}
+    DEFAULT_CSS = "HostsPane > #hosts-body { width: 1fr; height: auto; }"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._hosts: tuple[HostView, ...] = ()
+        self._runs: tuple[RunView, ...] = ()
+        self._now = 0.0
+        self._width = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="hosts-body")
+
+    def update_hosts(self, hosts: Sequence[HostView], runs: Sequence[RunView], now: float) -> None:
+        self._hosts, self._runs, self._now = tuple(hosts), tuple(runs), now
+        self.draw_or_defer()
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size.width != self._width:
+            self.redraw()
+
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(f"hosts--{name}", partial=True)
+
+    def draw(self) -> None:
+        self._width = self.size.width
+        width = max(40, self.scrollable_content_region.width or 80)
+        bar_w = 20 if width >= 110 else 10
+        out = Text(no_wrap=True, overflow="ellipsis")
+        if not self._hosts:
+            out.append("No hosts in the config.", self._style("dim"))
+        for i, host in enumerate(self._hosts):
+            if i:
+                out.append("\n")
+            self._host_lines(out, host, width, bar_w)
+        self.query_one("#hosts-body", Static).update(out)
+
+    def _host_lines(self, out: Text, host: HostView, width: int, bar_w: int) -> None:
+        if host.reachable is None:
+            status, style = "connecting...", "unknown"
+        elif host.reachable:
+            status, style = "up", "up"
+        else:
+            status, style = "DOWN", "down"
+        out.append(f"{host.name:<12}", self._style("name"))
+        out.append(f" {status:<13}", self._style(style))
+        latency = "-" if host.latency_ms is None else f"{host.latency_ms:.1f} ms"
+        out.append(f" {latency:>9}  {host.address}")
+        if host.via:
+            out.append(f"  via {host.via}", self._style("dim"))
+        age = None if host.probed_at is None else self._now - host.probed_at
+        if age is not None:
+            out.append(f"  probed {fmt.short_duration(age)} ago", self._style("dim"))
+        out.append("\n")
+        if host.error:
+            out.append("  " + fmt.clip(host.error, width - 2) + "\n", self._style("down"))
+        if host.gpu_error:
+            out.append(
+                "  nvidia-smi: " + fmt.clip(host.gpu_error, width - 14) + "\n", self._style("down")
+            )
+        elif host.has_nvidia_smi is False:
+            out.append("  no GPUs (no nvidia-smi)\n", self._style("dim"))
+        for gpu in host.gpus:
+            util = None if gpu.util_pct is None else gpu.util_pct / 100
+            mem = (
+                None
+                if gpu.mem_used_mib is None or not gpu.mem_total_mib
+                else gpu.mem_used_mib / gpu.mem_total_mib
+            )
+            used = "-" if gpu.mem_used_mib is None else f"{gpu.mem_used_mib / 1024:.1f}"
+            total = "-" if gpu.mem_total_mib is None else f"{gpu.mem_total_mib / 1024:.0f}"
+            out.append(f"  {gpu.index:>2} {fmt.clip(gpu_name(gpu.name), 16):<16} util ")
+            out.append(fmt.bar(util, bar_w), self._style("up"))
+            out.append(f" {fmt.percent(util):>4}  mem ")
+            out.append(fmt.bar(mem, bar_w), self._style("up"))
+            out.append(f" {used}/{total} GiB\n")
+        for run in self._runs:
+            if run.host != host.name:
+                continue
+            if not run.processes:
+                if run.process_pattern and host.reachable:
+                    out.append(f"  {run.name}: no process", self._style("dim"))
+                    out.append(f" matching {run.process_pattern!r}\n", self._style("dim"))
+                continue
+            for proc in run.processes:
+                head = f"  {run.name}: pid {proc.pid} up {fmt.duration(proc.elapsed_s)}  "
+                out.append(head)
+                out.append(
+                    fmt.clip(proc.command, max(10, width - len(head))) + "\n", self._style("dim")
+                )

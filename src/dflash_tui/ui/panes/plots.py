@@ -1,0 +1,216 @@
+"""Plots of loss, acc and tokens/s against step for the selected run (plotext).
+
+Drawn on the event loop (plotext keeps module-level state), only while the
+pane is on screen, at most once a second, and only when the series or the
+size changed. The series come from the monitor (which keeps and decimates
+the history); this pane only thins them to about two points per column, so
+plotext never draws more points than the canvas can show.
+
+Stacked (wide layout) the charts share one x axis, drawn under the last;
+side by side (compact) each has its own.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from textual import events
+from textual.app import ComposeResult
+from textual.color import Color
+from textual.containers import Container, Vertical
+from textual.timer import Timer
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from dflash_tui.monitor.history import HistorySeries
+from dflash_tui.ui import format as fmt
+from dflash_tui.ui.panes.base import PaneMixin
+
+MIN_INTERVAL_S = 1.0
+RAW_MARKER = "·"
+SMOOTH_MARKER = "•"
+
+
+@dataclass(frozen=True)
+class Chart:
+    id: str
+    title: str
+    raw: str
+    smooth: str | None
+    scale: float = 1.0
+    digits: int = 4
+
+
+CHARTS = (
+    Chart("loss", "loss", "loss", "loss_ema"),
+    Chart("acc", "acc", "acc", "acc_ema"),
+    Chart("tok", "k tok/s", "tok_s", None, 1e-3, 1),
+)
+
+
+def thin(steps: tuple[int, ...], values: tuple[float, ...], limit: int) -> tuple[list, list]:
+    """(x, y) without missing values, at most about `limit` points, the last one kept."""
+    pairs = [
+        (s, v) for s, v in zip(steps, values, strict=True) if v is not None and not math.isnan(v)
+    ]
+    if len(pairs) > limit > 0:
+        stride = math.ceil(len(pairs) / limit)
+        last = pairs[-1]
+        pairs = pairs[::stride]
+        if pairs[-1] != last:
+            pairs.append(last)
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def step_ticks(lo: int, hi: int, count: int) -> tuple[list[int], list[str]]:
+    """`count` evenly spread whole steps from lo to hi, labelled briefly (12000 -> 12k)."""
+    if hi <= lo or count < 2:
+        return [lo], [str(lo)]
+    ticks = sorted({round(lo + (hi - lo) * i / (count - 1)) for i in range(count)})
+
+    def label(v: int) -> str:
+        return f"{v / 1000:g}k" if v >= 10000 else str(v)
+
+    return ticks, [label(t) for t in ticks]
+
+
+def _last(values: tuple[float, ...]) -> float | None:
+    for v in reversed(values):
+        if not math.isnan(v):
+            return v
+    return None
+
+
+class ChartView(Vertical):
+    """A one-line caption over a plot."""
+
+    DEFAULT_CSS = """
+    ChartView { height: 1fr; width: 1fr; }
+    ChartView > Static { height: 1; }
+    ChartView > PlotextPlot { height: 1fr; }
+    """
+
+    def __init__(self, chart: Chart) -> None:
+        super().__init__(id=f"chart-{chart.id}")
+        self.chart = chart
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.chart.title, classes="caption", markup=False)
+        yield PlotextPlot()
+
+
+class PlotsPane(PaneMixin, Container):
+    """Three charts; `update_series` stores the newest series and draws when due."""
+
+    pane_name = "plots"
+    can_focus = True
+    DEFAULT_CSS = """
+    PlotsPane { layout: vertical; }
+    PlotsPane.-row { layout: horizontal; }
+    PlotsPane.-row > ChartView { margin-right: 1; }
+    """
+
+    def __init__(self, *, stacked: bool, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.stacked = stacked
+        self.set_class(not stacked, "-row")
+        self.run: str | None = None
+        self._series: HistorySeries | None = None
+        self._drawn: tuple[object, ...] | None = None
+        self._last_draw = -1e9
+        self._timer: Timer | None = None
+        self.plot_draws = 0  # plotext redraws done (tests and the bench read it)
+
+    def compose(self) -> ComposeResult:
+        for chart in CHARTS:
+            yield ChartView(chart)
+
+    def update_series(self, run: str | None, series: HistorySeries | None) -> None:
+        if run == self.run and series is self._series and not self.outdated:
+            return
+        self.run, self._series = run, series
+        self.draw_or_defer()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.redraw()
+
+    def draw(self) -> None:
+        key = (self.run, id(self._series), self.size)
+        if key == self._drawn:
+            return
+        wait = self._last_draw + MIN_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            if self._timer is None:
+                self._timer = self.set_timer(wait, self._due)
+            return
+        self._drawn = key
+        self._last_draw = time.monotonic()
+        self.plot_draws += 1
+        variables = self.app.theme_variables
+        smooth_rgb = Color.parse(variables.get("primary", "white")).rgb
+        raw_rgb = Color.parse(variables.get("foreground-darken-3", "grey")).rgb
+        for i, chart in enumerate(CHARTS):
+            view = self.query_one(f"#chart-{chart.id}", ChartView)
+            self._draw_chart(
+                view,
+                chart,
+                axis=not self.stacked or i == len(CHARTS) - 1,
+                colors=(raw_rgb, smooth_rgb),
+            )
+
+    def _draw_chart(
+        self,
+        view: ChartView,
+        chart: Chart,
+        *,
+        axis: bool,
+        colors: tuple[tuple[int, int, int], tuple[int, int, int]],
+    ) -> None:
+        raw_rgb, smooth_rgb = colors
+        series = self._series
+        widget = view.query_one(PlotextPlot)
+        caption = view.query_one(".caption", Static)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.frame(True)
+        plt.xaxes(axis, False)
+        plt.yaxes(True, False)
+        plt.yfrequency(max(2, min(4, widget.size.height // 3)))
+        limit = max(8, 2 * max(1, widget.size.width - 8))
+        if series is None or not len(series):
+            caption.update(f"{chart.title}: no data yet" if self.run else chart.title)
+            plt.xticks([])
+            widget.refresh()
+            return
+        raw = getattr(series, chart.raw)
+        last = _last(raw)
+        text = f"{chart.title}  {fmt.number(None if last is None else last * chart.scale, chart.digits)}"
+        if chart.smooth:
+            smooth = _last(getattr(series, chart.smooth))
+            text += f"  ema {fmt.number(smooth, chart.digits)}"
+        caption.update(text)
+        xs, ys = thin(series.steps, raw, limit)
+        if chart.scale != 1.0:
+            ys = [y * chart.scale for y in ys]
+        if xs:
+            if chart.smooth:
+                plt.plot(xs, ys, marker=RAW_MARKER, color=raw_rgb)
+            else:
+                plt.plot(xs, ys, marker=SMOOTH_MARKER, color=smooth_rgb)
+        if chart.smooth:
+            sx, sy = thin(series.steps, getattr(series, chart.smooth), limit)
+            if sx:
+                plt.plot(sx, sy, marker=SMOOTH_MARKER, color=smooth_rgb)
+        if axis and xs:
+            ticks, labels = step_ticks(xs[0], xs[-1], 3 if widget.size.width < 50 else 5)
+            plt.xticks(ticks, labels)
+        else:
+            plt.xticks([])
+        widget.refresh()
+
+    def _due(self) -> None:
+        self._timer = None
+        self.redraw()

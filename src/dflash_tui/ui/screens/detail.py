@@ -1,0 +1,115 @@
+"""A run's detail screen (`enter`): everything its snapshot holds, on one page."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from dflash_tui.monitor.history import Trend
+from dflash_tui.monitor.views import RunView
+from dflash_tui.ui import actions
+from dflash_tui.ui import format as fmt
+from dflash_tui.ui.panes.runs import state_label
+
+
+def _trend_line(name: str, trend: Trend, lower_is_better: bool) -> str:
+    arrow, good = fmt.trend_arrow(trend, lower_is_better)
+    slope = trend.slope_per_1k_steps
+    slope_text = "-" if slope is None else f"{slope:+.4f} per 1k steps"
+    verdict = {True: "improving", False: "getting worse", None: "flat or unknown"}[good]
+    return (
+        f"{name:<11}last {fmt.number(trend.last)}  ema {fmt.number(trend.ema)}  "
+        f"slope {slope_text} {arrow} ({verdict}, {trend.points} points)"
+    )
+
+
+def detail_text(view: RunView, now: float) -> Text:
+    out = Text()
+    label, _ = state_label(view, wide=True)
+    out.append(f"{view.name}", "bold")
+    out.append(f" on {view.host}: ")
+    out.append(label, "bold")
+    out.append(f" ({view.state_reason})\n")
+    if view.state_since is not None:
+        out.append(f"{'':<11}in this state for {fmt.duration(now - view.state_since)}\n", "dim")
+    out.append("\n")
+    out.append(
+        f"{'Progress':<11}step {fmt.step(view.step, view.total_steps)}"
+        f"  {fmt.percent(view.progress, 1)}  eta {fmt.duration(view.eta_s)}"
+    )
+    if view.steps_per_s is not None:
+        out.append(f"  {view.steps_per_s:.2f} steps/s")
+    if view.epoch is not None:
+        out.append(f"  epoch {view.epoch:.3f}")
+    out.append("\n")
+    out.append(_trend_line("Loss", view.loss, True) + "\n")
+    out.append(_trend_line("Acc", view.acc, False) + "\n")
+    lr = "-" if view.lr is None else f"{view.lr:.2e}"
+    out.append(f"{'Throughput':<11}{fmt.compact(view.tokens_per_s)} tokens/s  lr {lr}\n")
+    tau = view.tau
+    if tau.value is None:
+        out.append(f"{'Tau':<11}no estimate: {tau.missing or tau.basis}\n")
+    else:
+        upper = "" if tau.upper is None else f" (upper bound {tau.upper:.2f})"
+        extra = " extrapolated" if tau.extrapolated else ""
+        out.append(f"{'Tau':<11}{tau.value:.2f}{upper}{extra}: {tau.basis}\n")
+    if view.acc_per_position:
+        out.append(f"\nAcc per position (step {fmt.step(view.acc_per_position_step)})\n")
+        for i, acc in enumerate(view.acc_per_position, start=1):
+            out.append(f"  {i:>2} {fmt.bar(acc, 30)} {acc:.3f}\n")
+    out.append("\nProcesses")
+    if view.process_pattern:
+        out.append(f" matching {view.process_pattern!r}", "dim")
+    out.append("\n")
+    if not view.processes:
+        out.append("  none found\n", "dim")
+    for proc in view.processes:
+        out.append(f"  pid {proc.pid}  up {fmt.duration(proc.elapsed_s)}  {proc.command}\n")
+    out.append("\n")
+    out.append(
+        f"{'Log':<11}{view.log}  {fmt.size(view.log_size_bytes)}"
+        f"  changed {fmt.duration(view.age_s(now))} ago  tail {view.tail_status}\n"
+    )
+    if view.tail_error:
+        out.append(f"{'':<11}{view.tail_error}\n", "bold")
+    out.append(
+        f"{'Lines':<11}{view.lines_seen} seen, {view.lines_parsed} parsed, "
+        f"{view.lines_unparsed} not metrics; {view.history_points} history points"
+        f" from {view.history_step_lines} step lines; {view.restarts} restarts\n"
+    )
+    return out
+
+
+class DetailScreen(Screen[None]):
+    BINDINGS = actions.bindings(actions.DETAIL)
+    screen_name = actions.DETAIL
+    DEFAULT_CSS = "DetailScreen #detail-body { width: 1fr; height: auto; padding: 0 1; }"
+
+    def __init__(self, run: str) -> None:
+        super().__init__()
+        self.run = run
+        self._view: tuple[RunView, float] | None = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail-scroll"):
+            yield Static("", id="detail-body")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#detail-scroll").focus()
+        self._draw()
+
+    def update_view(self, view: RunView, now: float) -> None:
+        """Show `view` (stored until the screen is composed)."""
+        self._view = (view, now)
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._view is None or not self.is_mounted:
+            return
+        body = self.query("#detail-body")
+        if body:
+            body.first(Static).update(detail_text(*self._view))

@@ -1,0 +1,131 @@
+"""The main screen: header, runs table, and the panes, laid out for the terminal's size.
+
+Compact (below 120x36, e.g. 80x24): the runs table stays on top and every
+other pane is a tab. Wide: the log and the plots side by side under the
+runs table, hosts / leaderboard / jobs as tabs below. The App recomposes
+the screen when the terminal crosses the threshold; panes hold no state of
+their own that matters (the App keeps selection, follow, filter, tab), so a
+recompose loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from dflash_tui.ui import actions
+from dflash_tui.ui.panes.base import PaneMixin
+from dflash_tui.ui.panes.header import HeaderBar
+from dflash_tui.ui.panes.hosts import HostsPane
+from dflash_tui.ui.panes.jobs import JobsPane
+from dflash_tui.ui.panes.leaderboard import LeaderboardPane
+from dflash_tui.ui.panes.log import LogPane
+from dflash_tui.ui.panes.plots import PlotsPane
+from dflash_tui.ui.panes.runs import RunsTable
+
+PANE_ORDER = ("runs", "log", "plots", "hosts", "leaderboard", "jobs")
+TAB_TITLES = {
+    "log": "Log",
+    "plots": "Plots",
+    "hosts": "Hosts",
+    "leaderboard": "Leaderboard",
+    "jobs": "Jobs & transfers",
+}
+WIDE_MIN_WIDTH = 120
+WIDE_MIN_HEIGHT = 36
+
+
+def wants_wide(width: int, height: int) -> bool:
+    return width >= WIDE_MIN_WIDTH and height >= WIDE_MIN_HEIGHT
+
+
+class MainScreen(Screen[None]):
+    BINDINGS = actions.bindings(actions.MAIN)
+    screen_name = actions.MAIN
+
+    def __init__(self, *, wide: bool) -> None:
+        super().__init__()
+        self.wide = wide
+        self.set_class(wide, "-wide")
+
+    @property
+    def tabbed(self) -> tuple[str, ...]:
+        """Panes that live in the tabs in this layout."""
+        return ("hosts", "leaderboard", "jobs") if self.wide else PANE_ORDER[1:]
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        runs = RunsTable(wide=self.wide, id="runs")
+        runs.border_title = "runs"
+        yield runs
+        if self.wide:
+            with Horizontal(id="middle"):
+                yield _titled(LogPane(id="log"), "log")
+                yield _titled(PlotsPane(stacked=True, id="plots"), "plots")
+        with TabbedContent(id="tabs"):
+            for name in self.tabbed:
+                with TabPane(TAB_TITLES[name], id=f"tab-{name}"):
+                    yield _pane(name)
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        """Composed: the App fills every pane at once, so the first frame shows the runs."""
+        fill = getattr(self.app, "main_screen_ready", None)
+        if fill is not None:
+            fill(self)
+
+    def on_screen_resume(self) -> None:
+        """Back from a modal or another screen: panes that missed updates ask to be refilled."""
+        for pane in self.panes():
+            if pane.outdated:
+                pane.post_message(pane.Shown(pane.pane_name))
+            elif pane.stale:
+                pane.redraw()
+
+    def pane(self, name: str) -> Widget:
+        return self.query_one(f"#{name}")
+
+    def panes(self) -> Iterator[PaneMixin]:
+        for name in PANE_ORDER:
+            widget = self.query_one(f"#{name}")
+            if isinstance(widget, PaneMixin):
+                yield widget
+
+    def tab_of(self, name: str) -> str | None:
+        return f"tab-{name}" if name in self.tabbed else None
+
+    def pane_of(self, widget: Widget | None) -> str | None:
+        """The pane `widget` is in (None when it is in none, e.g. the tab bar)."""
+        node = widget
+        while node is not None and node is not self:
+            if isinstance(node, PaneMixin) and node.pane_name:
+                return node.pane_name
+            node = node.parent  # type: ignore[assignment]
+        return None
+
+    def focus_target(self, name: str) -> Widget:
+        pane = self.pane(name)
+        if isinstance(pane, LogPane):
+            return pane.log_widget
+        return pane
+
+
+def _pane(name: str) -> Widget:
+    factories = {
+        "log": lambda: LogPane(id="log"),
+        "plots": lambda: PlotsPane(stacked=False, id="plots"),
+        "hosts": lambda: HostsPane(id="hosts"),
+        "leaderboard": lambda: LeaderboardPane(id="leaderboard"),
+        "jobs": lambda: JobsPane(id="jobs"),
+    }
+    return factories[name]()
+
+
+def _titled(widget: Widget, title: str) -> Widget:
+    widget.border_title = title
+    return widget

@@ -1,0 +1,337 @@
+"""A deterministic session for UI tests: real view dataclasses with fixed values, a frozen
+clock, and no network. It implements the same interface as ConsoleSession
+(`dflash_tui.session.SessionAPI`); tests change its views and emit the same
+events the real session emits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dflash_tui.config import Config, parse_config
+from dflash_tui.evals.estimate import estimate_tau
+from dflash_tui.monitor.gpu import GpuInfo
+from dflash_tui.monitor.history import HistorySeries, Trend
+from dflash_tui.monitor.liveness import ProcessInfo, RunState
+from dflash_tui.monitor.views import HostView, LinesAppended, LogLine, RunUpdated, RunView
+from dflash_tui.session import TransferView
+
+NOW = 1_750_000_000.0  # frozen clock: 2025-06-15 15:06:40 UTC
+
+CONFIG_TEXT = """
+[console]
+results_dir = "results"
+state_dir = "state"
+known_hosts = "known_hosts"
+refresh_s = 2.0
+
+[hosts.trainbox]
+address = "127.0.0.1"
+port = 2221
+exec_prefix = ["pct", "exec", "200", "--"]
+roles = ["train"]
+
+[hosts.evalbox]
+address = "127.0.0.1"
+port = 2222
+roles = ["eval"]
+
+[hosts.storage]
+address = "127.0.0.1"
+port = 2223
+roles = ["storage"]
+
+[[runs]]
+name = "slammed5"
+host = "trainbox"
+log = "workspace/train_slammed5.log"
+process = "train_dflash_pipeline.py --run slammed5"
+total_steps = 70000
+
+[[runs]]
+name = "wide-lr"
+host = "trainbox"
+log = "workspace/train_wide-lr.log"
+process = "train_dflash_pipeline.py --run wide-lr"
+total_steps = 70000
+stall_after_s = 60
+
+[[runs]]
+name = "ablate-ctx"
+host = "trainbox"
+log = "workspace/train_ablate-ctx.log"
+process = "train_dflash_pipeline.py --run ablate-ctx"
+total_steps = 70000
+"""
+
+
+def fixture_config(extra: str = "") -> Config:
+    return parse_config(CONFIG_TEXT + extra, Path("hosts.toml"))
+
+
+def _series(last_step: int, seed: int) -> HistorySeries:
+    steps = tuple(range(10, last_step + 1, 10))
+    loss, loss_ema, acc, acc_ema, tok = [], [], [], [], []
+    le = ae = None
+    for i, s in enumerate(steps):
+        wobble = math.sin(i * 0.7 + seed) * 0.02
+        lv = 0.55 + 1.05 * math.exp(-s / 9000.0) + wobble
+        av = 0.15 + 0.5 * (1 - math.exp(-s / 12000.0)) + wobble / 3
+        le = lv if le is None else le + (lv - le) * 0.1
+        ae = av if ae is None else ae + (av - ae) * 0.1
+        loss.append(lv)
+        loss_ema.append(le)
+        acc.append(av)
+        acc_ema.append(ae)
+        tok.append(41000.0 + 800 * math.sin(i * 0.3 + seed))
+    return HistorySeries(
+        steps=steps,
+        loss=tuple(loss),
+        loss_ema=tuple(loss_ema),
+        acc=tuple(acc),
+        acc_ema=tuple(acc_ema),
+        tok_s=tuple(tok),
+        lr=tuple(3e-4 for _ in steps),
+    )
+
+
+def _lines(run: str, last_step: int, count: int = 40) -> tuple[LogLine, ...]:
+    out = []
+    first = max(10, last_step - 10 * (count - 1))
+    for i, step in enumerate(range(first, last_step + 1, 10), start=1):
+        out.append(
+            LogLine(
+                i,
+                f"[2025-06-15 15:0{i % 10}:00] step {step}/70000 | loss {0.6 + i / 1000:.4f} | "
+                f"acc {0.44 + i / 10000:.4f} | lr 2.99e-04 | 41.2 Ktok/s | epoch 0.06",
+            )
+        )
+    return tuple(out)
+
+
+def run_view(
+    name: str,
+    state: RunState,
+    reason: str,
+    *,
+    step: int,
+    seed: int,
+    log_changed_at: float,
+    processes: tuple[ProcessInfo, ...] = (),
+    per_position: tuple[float, ...] | None = None,
+    seq: int = 1,
+) -> RunView:
+    series = _series(step, seed)
+    lines = _lines(name, step)
+    acc_last = series.acc[-1]
+    return RunView(
+        name=name,
+        host="trainbox",
+        log=f"workspace/train_{name}.log",
+        process_pattern=f"train_dflash_pipeline.py --run {name}",
+        seq=seq,
+        taken_at=NOW,
+        state=state,
+        state_reason=reason,
+        state_since=NOW - 600,
+        step=step,
+        total_steps=70000,
+        progress=step / 70000,
+        loss=Trend(series.loss[-1], series.loss_ema[-1], -0.0123, len(series)),
+        acc=Trend(acc_last, series.acc_ema[-1], 0.0052, len(series)),
+        tokens_per_s=series.tok_s[-1],
+        lr=2.99e-4,
+        epoch=step / 52000,
+        steps_per_s=3.2 if state == RunState.ALIVE else None,
+        eta_s=(70000 - step) / 3.2 if state == RunState.ALIVE else None,
+        acc_per_position=per_position,
+        acc_per_position_step=step - step % 500 if per_position else None,
+        tau=estimate_tau(acc=series.acc_ema[-1], acc_per_position=per_position),
+        log_changed_at=log_changed_at,
+        log_size_bytes=212_345,
+        last_line_at=log_changed_at,
+        processes=processes,
+        lines=lines,
+        last_seq=lines[-1].seq,
+        series=series,
+        tail_status="following",
+        tail_error=None,
+        lines_seen=len(lines) + 300,
+        lines_parsed=len(lines) + 294,
+        lines_unparsed=6,
+        history_points=len(series),
+        history_step_lines=len(series),
+        restarts=0,
+        host_reachable=True,
+        stall_after_s=60.0 if name == "wide-lr" else 300.0,
+    )
+
+
+def default_runs() -> dict[str, RunView]:
+    per_position = tuple(round(min(0.99, 0.45 * 1.6 * 0.86**k), 4) for k in range(15))
+    proc = ProcessInfo(
+        4242, 3725, "python3 workspace/train_dflash_pipeline.py --run slammed5 --seed 5"
+    )
+    stalled = ProcessInfo(4243, 3725, "python3 workspace/train_dflash_pipeline.py --run wide-lr")
+    return {
+        "slammed5": run_view(
+            "slammed5",
+            RunState.ALIVE,
+            "process up, log updated 1s ago",
+            step=3120,
+            seed=5,
+            log_changed_at=NOW - 1,
+            processes=(proc,),
+            per_position=per_position,
+        ),
+        "wide-lr": run_view(
+            "wide-lr",
+            RunState.STALLED,
+            "process up but the log has not changed for 15m00s",
+            step=3000,
+            seed=7,
+            log_changed_at=NOW - 900,
+            processes=(stalled,),
+        ),
+        "ablate-ctx": run_view(
+            "ablate-ctx",
+            RunState.DEAD,
+            "no process matches; last line: torch.OutOfMemoryError: CUDA out of memory",
+            step=3000,
+            seed=11,
+            log_changed_at=NOW - 1800,
+        ),
+    }
+
+
+def default_hosts() -> dict[str, HostView]:
+    gpus = tuple(
+        GpuInfo(i, "NVIDIA H100 80GB HBM3", 88.0 + (i * 7) % 11, 71000.0 + i * 131, 81559.0)
+        for i in range(8)
+    )
+
+    def host(name: str, port: int, gpu: tuple[GpuInfo, ...], runs: tuple[str, ...]) -> HostView:
+        return HostView(
+            name=name,
+            address=f"127.0.0.1:{port}",
+            via=None,
+            seq=1,
+            taken_at=NOW,
+            reachable=True,
+            error=None,
+            latency_ms=1.2,
+            probed_at=NOW - 1,
+            gpus=gpu,
+            gpu_error=None,
+            has_nvidia_smi=bool(gpu),
+            clock_offset_s=0.0,
+            runs=runs,
+        )
+
+    return {
+        "trainbox": host("trainbox", 2221, gpus, ("slammed5", "wide-lr", "ablate-ctx")),
+        "evalbox": host(
+            "evalbox", 2222, (GpuInfo(0, "NVIDIA H100 80GB HBM3", 0.0, 4.0, 81559.0),), ()
+        ),
+        "storage": host("storage", 2223, (), ()),
+    }
+
+
+class FixtureSession:
+    """Fixed snapshots; `set_run` / `append_lines` change them and emit the events."""
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or fixture_config()
+        self.clock_value = NOW
+        self._runs = default_runs()
+        self._hosts = default_hosts()
+        self._transfers: tuple[TransferView, ...] = ()
+        self._subscribers: list[Callable[[Any], None]] = []
+        self.started = False
+        self.stopped = False
+        self.refreshes = 0
+        self.relays: list[tuple[str, str]] = []
+        self.line_reads = 0
+        self.transfer_reads = 0
+
+    # ---- SessionAPI
+    def now(self) -> float:
+        return self.clock_value
+
+    def last_refresh_at(self) -> float | None:
+        return NOW - 1
+
+    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback)
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    def refresh_now(self) -> None:
+        self.refreshes += 1
+
+    def run_names(self) -> tuple[str, ...]:
+        return tuple(self._runs)
+
+    def run(self, name: str) -> RunView:
+        return self._runs[name]
+
+    def runs(self) -> tuple[RunView, ...]:
+        return tuple(self._runs.values())
+
+    def hosts(self) -> tuple[HostView, ...]:
+        return tuple(self._hosts.values())
+
+    def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]:
+        self.line_reads += 1
+        return self._runs[run].lines_after(after_seq)
+
+    def transfers(self) -> tuple[TransferView, ...]:
+        self.transfer_reads += 1
+        return self._transfers
+
+    async def relay(self, src: str, dst: str) -> str:
+        self.relays.append((src, dst))
+        return "t-fixture"
+
+    async def complete_path(self, host: str | None, prefix: str) -> list[str]:
+        names = ["models/", "models.txt"] if host else ["local/"]
+        return [n for n in names if n.startswith(prefix)]
+
+    @property
+    def evals_available(self) -> bool:
+        return False
+
+    # ---- test helpers
+    def emit(self, event: Any) -> None:
+        for callback in list(self._subscribers):
+            callback(event)
+
+    def set_run(self, name: str, **changes: Any) -> RunView:
+        view = self._runs[name]
+        view = dataclasses.replace(view, seq=view.seq + 1, **changes)
+        self._runs[name] = view
+        self.emit(RunUpdated(name, view.seq))
+        return view
+
+    def append_lines(self, name: str, texts: list[str]) -> None:
+        view = self._runs[name]
+        seq = view.last_seq
+        new = tuple(LogLine(seq + i, t) for i, t in enumerate(texts, start=1))
+        lines = (view.lines + new)[-1000:]
+        self._runs[name] = dataclasses.replace(
+            view, lines=lines, last_seq=lines[-1].seq, seq=view.seq + 1
+        )
+        self.emit(LinesAppended(name, seq + 1, lines[-1].seq))
+        self.emit(RunUpdated(name, view.seq + 1))
+
+    def set_transfers(self, transfers: tuple[TransferView, ...]) -> None:
+        self._transfers = transfers
