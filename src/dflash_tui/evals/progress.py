@@ -1,0 +1,206 @@
+"""Progress over training: each metric of a run's checkpoints against their training step.
+
+One series per (run, suite, metric): a point per evaluated checkpoint of the
+run (its latest result; the step from the result, else from the checkpoint's
+name), sorted by step, and the baseline's value of that metric as a level to
+draw across ("are we catching up with z-lab?"). This is what `dflash-tui
+leaderboard --run RUN --json` prints and what the console's progress plot
+draws; it reads the local results store only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_tui.config import Config
+from dflash_tui.evals.leaderboard import choose_baseline, leaderboard_suites, metric_order
+from dflash_tui.evals.store import ResultsStore, StoredResult
+from dflash_tui.evals.targets import step_from_name
+
+DEFAULT_METRICS = ("tau_top1", "acc", "streak_top1")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One evaluated checkpoint of the run."""
+
+    step: int
+    value: float
+    checkpoint: str
+    created_at: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "value": self.value, "checkpoint": self.checkpoint}
+
+
+@dataclass(frozen=True)
+class MetricSeries:
+    """A metric against training step, with the baseline's value (None if unknown)."""
+
+    metric: str
+    points: tuple[Point, ...]
+    baseline: float | None = None
+
+    @property
+    def steps(self) -> list[int]:
+        return [p.step for p in self.points]
+
+    @property
+    def values(self) -> list[float]:
+        return [p.value for p in self.points]
+
+    @property
+    def latest_ratio(self) -> float | None:
+        """The newest checkpoint's value over the baseline's (0.8 = 80% of the way)."""
+        if not self.points or not self.baseline:
+            return None
+        return self.points[-1].value / self.baseline
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "points": [p.as_dict() for p in self.points],
+            "baseline": self.baseline,
+            "latest_ratio": self.latest_ratio,
+        }
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A run's checkpoints on one suite: every metric's series."""
+
+    run: str
+    suite: str
+    baseline: str | None
+    series: Mapping[str, MetricSeries] = field(default_factory=dict)
+    note: str | None = None
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self.series)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "run": self.run,
+            "suite": self.suite,
+            "baseline": self.baseline,
+            "metrics": {name: s.as_dict() for name, s in self.series.items()},
+        }
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def _belongs(result: StoredResult, run: str) -> bool:
+    return result.run == run or (result.run is None and result.checkpoint.startswith(f"{run}/"))
+
+
+def _step(result: StoredResult) -> int | None:
+    return result.step if result.step is not None else step_from_name(result.checkpoint)
+
+
+def _scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
+    return {
+        k: float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def build_progress(config: Config, store: ResultsStore, run: str, suite: str) -> RunProgress:
+    """The run's progress on `suite` (every scalar metric, in the leaderboard's order)."""
+    latest: dict[str, StoredResult] = {}
+    for result in store.results(suite):  # newest first
+        if _belongs(result, run) and result.checkpoint not in latest:
+            latest[result.checkpoint] = result
+    baseline, _ = choose_baseline(config, store, suite)
+    base_metrics: dict[str, float] = {}
+    if baseline:
+        base_results = store.results(suite, baseline)
+        if base_results:
+            base_metrics = _scalars(base_results[0].metrics)
+    points: dict[str, list[Point]] = {}
+    unstepped = 0
+    for name, result in latest.items():
+        step = _step(result)
+        if step is None:
+            unstepped += 1
+            continue
+        for metric, value in _scalars(result.metrics).items():
+            points.setdefault(metric, []).append(Point(step, value, name, result.created_at))
+    series = {
+        m: MetricSeries(
+            m, tuple(sorted(points[m], key=lambda p: (p.step, p.created_at))), base_metrics.get(m)
+        )
+        for m in metric_order(points)
+    }
+    note = None
+    if not latest:
+        note = f"no results of run {run} on {suite} yet"
+    elif unstepped:
+        note = f"{unstepped} checkpoint(s) without a training step left out"
+    if baseline and not base_metrics:
+        extra = f"baseline {baseline} has no result on {suite} yet"
+        note = f"{note}; {extra}" if note else extra
+    return RunProgress(run, suite, baseline, series, note)
+
+
+def run_progress(
+    config: Config, store: ResultsStore, run: str, suite: str | None = None
+) -> list[RunProgress]:
+    """Progress of `run` on `suite`, or on every suite it has results on (configured
+    `auto_eval` suites first)."""
+    if suite is not None:
+        return [build_progress(config, store, run, suite)]
+    wanted: list[str] = []
+    for cfg_run in config.runs:
+        if cfg_run.name == run:
+            wanted.extend(cfg_run.auto_eval)
+    for name in leaderboard_suites(config, store):
+        if name not in wanted and any(_belongs(r, run) for r in store.results(name)):
+            wanted.append(name)
+    return [build_progress(config, store, run, s) for s in wanted]
+
+
+def format_progress(progress: RunProgress, metrics: tuple[str, ...] = DEFAULT_METRICS) -> str:
+    """A plain-text table: one line per checkpoint (step order), then the baseline's."""
+    from dflash_tui.evals.leaderboard import format_metric
+
+    shown = [m for m in metrics if m in progress.series] or list(progress.series)[:3]
+    title = f"== {progress.run} on {progress.suite}: baseline {progress.baseline or '-'}"
+    lines = [title]
+    if not shown:
+        lines.append(f"note: {progress.note or 'no results yet'}")
+        return "\n".join(lines)
+    rows: dict[tuple[int, str], dict[str, float]] = {}
+    for metric in shown:
+        for p in progress.series[metric].points:
+            rows.setdefault((p.step, p.checkpoint), {})[metric] = p.value
+    width = max([len("CHECKPOINT"), len(progress.baseline or ""), *(len(c) for _, c in rows)])
+    header = f"{'STEP':>8}  {'CHECKPOINT':<{width}}" + "".join(f"  {m.upper():>11}" for m in shown)
+    lines.append(header)
+    for (step, checkpoint), values in sorted(rows.items()):
+        cells = "".join(f"  {format_metric(m, values.get(m)):>11}" for m in shown)
+        lines.append(f"{step:>8}  {checkpoint:<{width}}{cells}")
+    base = [progress.series[m].baseline for m in shown]
+    if any(v is not None for v in base):
+        cells = "".join(f"  {format_metric(m, v):>11}" for m, v in zip(shown, base, strict=True))
+        lines.append(f"{'baseline':>8}  {progress.baseline or '':<{width}}{cells}")
+    ratio = progress.series[shown[0]].latest_ratio
+    if ratio is not None:
+        lines.append(f"latest {shown[0]}: {ratio * 100:.0f}% of {progress.baseline}")
+    if progress.note:
+        lines.append(f"note: {progress.note}")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "DEFAULT_METRICS",
+    "MetricSeries",
+    "Point",
+    "RunProgress",
+    "build_progress",
+    "format_progress",
+    "run_progress",
+]
