@@ -1,0 +1,39 @@
+"""`dflash-tui cancel JOB [--json]`: stop an eval job (its whole process group on its host)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from dflash_tui.commands.eval import eval_context
+from dflash_tui.commands.output import add_json_flag, print_json
+from dflash_tui.evals.jobs import Job
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "cancel",
+        parents=[common],
+        help="cancel an eval job",
+        description="Kill a running job's process group on its host (checked against the "
+        "recorded process start time, so a reused pid is never signalled), or stop a job still "
+        "being prepared. Exit 1 if the job had already ended.",
+    )
+    p.add_argument("job", metavar="JOB", help="job id (or a unique prefix)")
+    add_json_flag(p)
+    p.set_defaults(handler=run)
+
+
+async def _cancel(args: argparse.Namespace) -> Job:
+    async with eval_context(args.config) as ctx:
+        await ctx.manager.poll()
+        return await ctx.manager.cancel(args.job)
+
+
+def run(args: argparse.Namespace) -> int:
+    job = asyncio.run(_cancel(args))
+    if args.json:
+        print_json(job.as_dict())
+    else:
+        print(f"job {job.id}: {job.state} ({job.detail or 'stopped'})")
+    return 0

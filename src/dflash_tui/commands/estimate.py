@@ -1,0 +1,99 @@
+"""`dflash-tui estimate (--acc-per-position A,B,... | --acc X [--suite S] [--run R]) [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from dflash_tui.commands import CommandError
+from dflash_tui.commands.eval import eval_context
+from dflash_tui.commands.output import add_json_flag, print_json
+from dflash_tui.evals.estimate import TauEstimate, calibrated_tau, estimate_tau
+from dflash_tui.evals.pairs import (
+    calibration_pairs,
+    default_suite,
+    load_acc_lookup,
+    tau_points,
+)
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "estimate",
+        parents=[common],
+        help="acceptance length (tau) from training accuracy",
+        description="With per-position accuracies: the independence estimate "
+        "1 + sum_k prod_{i<=k} a_i and the upper bound 1 + sum_k min_{i<=k} a_i. With a mean "
+        "--acc: calibrated on (training acc at a checkpoint's step, measured tau_top1) pairs "
+        "from the results store and the runs' logs; with too few pairs it says what is missing "
+        "(exit 1) instead of guessing.",
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--acc-per-position", metavar="A,B,...", help="accuracies of draft positions 1..B-1"
+    )
+    what.add_argument("--acc", type=float, metavar="X", help="mean training accuracy in [0, 1]")
+    p.add_argument("--suite", help="calibrate on this suite's results (default: the best-covered)")
+    p.add_argument("--run", help="calibrate on this run's checkpoints only")
+    add_json_flag(p)
+    p.set_defaults(handler=run)
+
+
+def _positions(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.replace(" ", ",").split(",") if v.strip()]
+    except ValueError:
+        raise CommandError(
+            f"--acc-per-position expects comma-separated numbers, got {text!r}", 2
+        ) from None
+
+
+async def _calibrated(args: argparse.Namespace) -> tuple[TauEstimate, dict[str, Any]]:
+    async with eval_context(args.config) as ctx:
+        store = ctx.manager.results
+        suite = args.suite or default_suite(ctx.config, store, args.run)
+        info: dict[str, Any] = {"suite": suite, "run": args.run, "pairs": [], "errors": []}
+        if suite is None:
+            return calibrated_tau(args.acc, []), info
+        points = tau_points(store, suite, args.run)
+        acc_at, errors = await load_acc_lookup(ctx.pool, ctx.config, [p.run for p in points])
+        info["errors"] = errors
+        pairs = calibration_pairs(points, acc_at)
+        info["pairs"] = [
+            {
+                "checkpoint": p.checkpoint,
+                "run": p.run,
+                "step": p.step,
+                "acc": acc_at(p.run, p.step),
+                "tau_top1": p.tau_top1,
+            }
+            for p in points
+        ]
+        return calibrated_tau(args.acc, pairs), info
+
+
+def run(args: argparse.Namespace) -> int:
+    info: dict[str, Any] = {}
+    if args.acc_per_position is not None:
+        estimate = estimate_tau(acc_per_position=_positions(args.acc_per_position))
+    else:
+        estimate, info = asyncio.run(_calibrated(args))
+    if args.json:
+        print_json({**estimate.as_dict(), **info})
+    else:
+        if estimate.value is None:
+            print(f"no estimate: {estimate.missing}")
+        else:
+            upper = f" (upper bound {estimate.upper:.2f})" if estimate.upper is not None else ""
+            print(f"tau ~ {estimate.value:.2f}{upper}; {estimate.basis}")
+        for pair in info.get("pairs", []):
+            acc = "-" if pair["acc"] is None else f"{pair['acc']:.3f}"
+            print(
+                f"  {pair['checkpoint']}: step {pair['step']}, acc {acc}, tau_top1 {pair['tau_top1']:.2f}"
+            )
+        for error in info.get("errors", []):
+            print(f"warning: {error}")
+    if estimate.value is None:
+        return 2 if estimate.missing and "not in [0, 1]" in estimate.missing else 1
+    return 0

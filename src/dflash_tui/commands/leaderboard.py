@@ -1,0 +1,184 @@
+"""`dflash-tui leaderboard [SUITE] [--sort M] [--tasks] [--all] [--json]`: checkpoints vs the baseline."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dflash_tui.commands import CommandError
+from dflash_tui.commands.eval import iso, when
+from dflash_tui.commands.output import add_json_flag, format_table, print_json
+from dflash_tui.config import load_config
+from dflash_tui.evals.leaderboard import (
+    DEFAULT_SORT,
+    Leaderboard,
+    Row,
+    build_leaderboard,
+    format_metric,
+    format_ratio,
+    leaderboard_suites,
+)
+from dflash_tui.evals.manager import open_eval_state
+from dflash_tui.evals.store import ResultsStore
+
+MAX_COLUMNS = 6
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "leaderboard",
+        parents=[common],
+        help="ranked checkpoints per suite vs the baseline",
+        description="Per suite, one row per checkpoint (its latest result): each metric, its ratio "
+        "to the baseline checkpoint, the training step and when it was measured. Reads the local "
+        "results store only (run `dflash-tui collect` first).",
+    )
+    p.add_argument("suite", nargs="?", metavar="SUITE", help="one suite (default: all)")
+    p.add_argument("--sort", default=DEFAULT_SORT, metavar="METRIC", help="rank by (tau_top1)")
+    p.add_argument("--tasks", action="store_true", help="also break it down per task")
+    p.add_argument("--all", action="store_true", help="show older results too")
+    p.add_argument("--set-baseline", metavar="CHECKPOINT", help="make CHECKPOINT SUITE's baseline")
+    p.add_argument(
+        "--run",
+        metavar="RUN",
+        help="progress over training instead: each metric of RUN's checkpoints against their "
+        "step, with the baseline's value",
+    )
+    p.add_argument(
+        "--clear-baseline", action="store_true", help="back to the config's baseline for SUITE"
+    )
+    add_json_flag(p)
+    p.set_defaults(handler=run)
+
+
+def _cells(
+    row: Row, columns: list[str], baseline: str | None, stamp: float | None
+) -> dict[str, Any]:
+    cells: dict[str, Any] = {
+        "checkpoint": row.checkpoint + (" (baseline)" if row.baseline else ""),
+        "step": row.step,
+        "when": when(stamp) if stamp else None,
+    }
+    for name in columns:
+        cells[name] = format_metric(name, row.metrics.get(name)) if row.metrics else None
+    first = columns[0] if columns else None
+    if first and not row.baseline and row.ratios.get(first) is not None:
+        cells["vs"] = format_ratio(row.ratios[first], baseline)
+    return cells
+
+
+def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
+    source = f" ({board.baseline_source})" if board.baseline else ""
+    print(f"== {board.suite}: sorted by {board.sort}; baseline {board.baseline or '-'}{source}")
+    columns = [board.sort, *[c for c in board.columns if c != board.sort]][:MAX_COLUMNS]
+    table = [
+        ("checkpoint", "CHECKPOINT"),
+        *[(c, c.upper()) for c in columns],
+        ("vs", f"{columns[0].upper()} VS BASELINE" if columns else "VS BASELINE"),
+        ("step", "STEP"),
+        ("when", "WHEN"),
+    ]
+    rows: list[dict[str, Any]] = []
+    for row in board.rows:
+        rows.append(_cells(row, columns, board.baseline, row.created_at))
+        if args.all:
+            for older in row.older:
+                metrics = {k: v for k, v in older.metrics.items() if isinstance(v, (int, float))}
+                rows.append(
+                    {
+                        "checkpoint": f"  older ({older.job_id or 'import'})",
+                        **{c: format_metric(c, metrics.get(c)) for c in columns},
+                        "step": older.step,
+                        "when": when(older.created_at),
+                    }
+                )
+    print(format_table(rows, table))
+    if board.note:
+        print(f"note: {board.note}")
+    for task, task_rows in board.tasks.items():
+        print(f"\n-- {board.suite} / {task}")
+        cells = []
+        for r in task_rows:
+            c = _cells(r, columns, board.baseline, None)
+            c["n"] = r.n_anchors
+            cells.append(c)
+        print(format_table(cells, [*table[: len(columns) + 2], ("n", "ANCHORS")]))
+
+
+def _progress(args: argparse.Namespace) -> int:
+    """`--run RUN`: the run's metrics against training step (evals.progress)."""
+    from dflash_tui.evals.progress import format_progress, run_progress
+
+    config = load_config(args.config)
+    if args.run not in {r.name for r in config.runs}:
+        known = ", ".join(r.name for r in config.runs) or "none"
+        raise CommandError(f"no run {args.run!r} in {config.path} (runs: {known})", 2)
+    conn = open_eval_state(config.console.state_dir)
+    try:
+        store = ResultsStore(config.console.results_dir, conn)
+        progress = run_progress(config, store, args.run, args.suite)
+    finally:
+        conn.close()
+    if args.json:
+        docs = [p.as_dict() for p in progress]
+        print_json(docs[0] if args.suite else {"run": args.run, "suites": docs})
+        return 0
+    if not progress:
+        print(f"no results of run {args.run} yet (`dflash-tui sweep {args.run} SUITE`)")
+    for i, item in enumerate(progress):
+        if i:
+            print()
+        print(format_progress(item))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.run:
+        return _progress(args)
+    config = load_config(args.config)
+    conn = open_eval_state(config.console.state_dir)
+    try:
+        store = ResultsStore(config.console.results_dir, conn)
+        suites = leaderboard_suites(config, store)
+        if args.suite:
+            if args.suite not in suites:
+                raise CommandError(
+                    f"no suite {args.suite!r} in {config.path} or the results store "
+                    f"(suites: {', '.join(suites) or 'none'})",
+                    2,
+                )
+            suites = [args.suite]
+        if args.set_baseline or args.clear_baseline:
+            if not args.suite:
+                raise CommandError("--set-baseline/--clear-baseline need a SUITE", 2)
+            import time
+
+            store.set_baseline(
+                args.suite, None if args.clear_baseline else args.set_baseline, time.time()
+            )
+        boards = []
+        for suite in suites:
+            try:
+                boards.append(
+                    build_leaderboard(config, store, suite, sort=args.sort, tasks=args.tasks)
+                )
+            except ValueError as exc:
+                raise CommandError(str(exc), 2) from None
+    finally:
+        conn.close()
+    if args.json:
+        out = []
+        for board in boards:
+            data = board.as_dict(with_older=args.all)
+            for row in data["rows"]:
+                row["created_at_iso"] = iso(row["created_at"])
+            out.append(data)
+        print_json(out[0] if args.suite else {"suites": out})
+        return 0
+    if not boards:
+        print("no suites configured and no results stored yet")
+    for i, board in enumerate(boards):
+        if i:
+            print()
+        _print_board(board, args)
+    return 0

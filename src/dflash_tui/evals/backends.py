@@ -1,0 +1,390 @@
+"""Where eval jobs run: the `JobBackend` interface and its detached-SSH implementation.
+
+A backend starts a prepared harness command on a host, reports on many jobs
+of one host in a single round trip, reads a job's log and files, and cancels
+it. The SSH backend (DESIGN §4.9) runs each job as
+
+    setsid -f sh -c 'echo $$ > J/pid; CMD; echo $? > J/rc' > J/log 2>&1 < /dev/null
+
+in `J = $HOME/.cache/dflash-tui/jobs/<id>/` on the host, so the job outlives
+the SSH session and the console. The job's shell records its own process
+start time (field 22 of /proc/PID/stat, else `ps -o lstart=`) before its pid,
+and `job.json` keeps both with the command: a pid that is alive but started at
+another time belongs to someone else (PID reuse), so the job is not running.
+Every value reaches the host as a positional argument of a fixed script.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from dflash_tui.evals.jobs import Job
+from dflash_tui.remote.command import RemoteCommand, shell_script
+from dflash_tui.remote.errors import CommandFailed
+from dflash_tui.remote.pool import HostPool
+
+JOBS_DIR = ".cache/dflash-tui/jobs"  # under the remote $HOME
+HARNESS_DIR = ".cache/dflash-tui/harness"
+RESULTS_FILE = "eval_results.json"
+LOG_FILE = "log"
+PROGRESS_SCAN_BYTES = 65536
+MAX_READ_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """A harness run, ready to start: everything but where its files go."""
+
+    job_id: str
+    host: str
+    python: str
+    harness_sha: str
+    harness_args: tuple[str, ...]
+    gpu: str | None
+    submitted_at: float
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What the host said when the job started."""
+
+    remote_dir: str
+    pid: int | None
+    proc_start: str | None
+    command: str
+
+
+@dataclass(frozen=True)
+class RemoteStatus:
+    """One job as its host sees it now.
+
+    `alive` is true only when the recorded pid runs with the recorded start
+    time; `pid_reused` when that pid runs but started at another time.
+    """
+
+    job_id: str
+    exists: bool
+    alive: bool = False
+    exit_code: int | None = None
+    cancelled: bool = False
+    has_results: bool = False
+    progress_done: int | None = None
+    progress_total: int | None = None
+    log_bytes: int = 0
+    pid_reused: bool = False
+    # A scheduler's view (Slurm): still waiting in its queue, and its words for
+    # the job's situation (`pending (Resources)`, `Slurm TIMEOUT (signal 15)`).
+    queued: bool = False
+    note: str | None = None
+
+
+class JobBackend(Protocol):
+    """How the console runs jobs on a kind of host (detached SSH now; Slurm later)."""
+
+    name: str
+
+    async def submit(self, spec: LaunchSpec) -> Launched:
+        """Start the job; returns once the host has it (not when it ends)."""
+        ...
+
+    async def poll(self, host: str, jobs: Sequence[Job]) -> dict[str, RemoteStatus]:
+        """The status of every job in `jobs` (all on `host`), in one round trip."""
+        ...
+
+    async def log_tail(self, job: Job, lines: int) -> list[str]:
+        """The last `lines` lines of the job's log."""
+        ...
+
+    async def read_file(self, job: Job, name: str) -> bytes | None:
+        """A file of the job's directory (`eval_results.json`, `log`); None if absent."""
+        ...
+
+    async def cancel(self, job: Job) -> bool:
+        """Stop the job's whole process group; True if something was running."""
+        ...
+
+    def log_path(self, job: Job) -> str | None:
+        """The log's path on the host, for a live tail; None before the job started."""
+        ...
+
+
+# Reads a process's start time: field 22 of /proc/PID/stat (after the last ") ",
+# because the command name may contain spaces and parentheses), else `ps -o lstart=`.
+_PSTART = r"""pstart() {
+    _s=$(cat "/proc/$1/stat" 2>/dev/null) || { ps -o lstart= -p "$1" 2>/dev/null; return; }
+    _s=${_s##*") "}
+    _f() { shift 19; printf '%s\n' "$1"; }
+    _f $_s
+}
+"""
+
+# The job's own shell (the process-group leader): records its start time and pid,
+# runs the harness with CUDA_VISIBLE_DEVICES set, then records the exit status.
+RUNNER_SCRIPT = (
+    _PSTART
+    + r"""d=$1 py=$2 h=$3 gpu=$4
+shift 4
+pstart $$ > "$d/pstart"
+printf '%s\n' $$ > "$d/pid"
+if [ -n "$gpu" ]; then
+    env "CUDA_VISIBLE_DEVICES=$gpu" "$py" "$h" --out "$d/eval_results.json" "$@"
+else
+    "$py" "$h" --out "$d/eval_results.json" "$@"
+fi
+rc=$?
+printf '%s\n' "$rc" > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
+"""
+)
+
+LAUNCH_SCRIPT = r"""# $1 job id, $2 job.json without its closing brace, $3 runner script, $4 python,
+# $5 harness sha256, $6 gpu ("" = unset); the rest: harness arguments.
+id=$1 head=$2 runner=$3 py=$4 sha=$5 gpu=$6
+shift 6
+base="$HOME/.cache/dflash-tui"
+h="$base/harness/$sha"
+d="$base/jobs/$id"
+[ -f "$h/MANIFEST" ] || { echo "E the eval harness $sha is not installed on this host"; exit 3; }
+mkdir -p "$base/jobs" && mkdir "$d" || { echo "E cannot create the job directory $d"; exit 3; }
+setsid -f sh -c "$runner" sh "$d" "$py" "$h" "$gpu" "$@" > "$d/log" 2>&1 < /dev/null || {
+    echo "E setsid failed (util-linux setsid with -f is needed)"; exit 3; }
+i=0
+while [ ! -s "$d/pid" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+pid=$(cat "$d/pid" 2>/dev/null)
+start=$(cat "$d/pstart" 2>/dev/null)
+[ -n "$pid" ] || { echo "E the job did not start within 10 s; see $d/log"; exit 3; }
+printf '%s, "pid": %s, "proc_start": "%s"}\n' "$head" "$pid" "$start" > "$d/job.json"
+printf 'OK\t%s\t%s\t%s\n' "$d" "$pid" "$start"
+"""
+
+POLL_SCRIPT = (
+    _PSTART
+    + r"""# arguments: job directories; one block of lines per job, ended by "E"
+for d in "$@"; do
+    printf 'J %s\n' "$d"
+    if [ ! -d "$d" ]; then printf 'missing\nE\n'; continue; fi
+    # liveness first, then the exit status: a job that ends in between still shows its rc
+    pid=$(cat "$d/pid" 2>/dev/null)
+    case $pid in ''|*[!0-9]*) pid= ;; esac
+    if [ -n "$pid" ]; then
+        printf 'pid %s\n' "$pid"
+        printf 'expected %s\n' "$(cat "$d/pstart" 2>/dev/null)"
+        printf 'live %s\n' "$(pstart "$pid")"
+    fi
+    [ -f "$d/rc" ] && printf 'rc %s\n' "$(cat "$d/rc")"
+    [ -f "$d/cancelled" ] && printf 'cancelled\n'
+    [ -f "$d/eval_results.json" ] && printf 'results\n'
+    printf 'size %s\n' "$(wc -c < "$d/log" 2>/dev/null || echo 0)"
+    tail -c "$PROGRESS_BYTES" "$d/log" 2>/dev/null | grep '^{"event": "progress"' | tail -n 1 | sed 's/^/progress /'
+    printf 'E\n'
+done
+"""
+)
+
+CANCEL_SCRIPT = (
+    _PSTART
+    + r"""# $1 job directory, $2 the recorded process start time
+d=$1 expected=$2
+[ -d "$d" ] || { echo missing; exit 0; }
+: > "$d/cancelled"
+pid=$(cat "$d/pid" 2>/dev/null)
+case $pid in ''|*[!0-9]*) echo gone; exit 0 ;; esac
+live=$(pstart "$pid")
+if [ -z "$live" ] || [ "$live" != "$expected" ]; then echo gone; exit 0; fi
+# dash's kill takes "--" only after "-s SIG"; "kill -0 -PGID" asks whether the group exists
+kill -s TERM -- "-$pid" 2>/dev/null
+i=0
+while kill -0 "-$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+kill -s KILL -- "-$pid" 2>/dev/null
+i=0
+while kill -0 "-$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+if kill -0 "-$pid" 2>/dev/null; then echo survived; exit 1; fi
+echo killed
+"""
+)
+
+READ_SCRIPT = r"""[ -f "$1/$2" ] || { echo absent; exit 0; }
+echo present
+head -c "$3" "$1/$2"
+"""
+
+TAIL_SCRIPT = r"""tail -n "$2" "$1/log" 2>/dev/null || true"""
+
+
+def shown_command(spec: LaunchSpec) -> str:
+    """The harness command as people see it (job.json, the jobs pane): secrets masked."""
+    env = {"CUDA_VISIBLE_DEVICES": spec.gpu} if spec.gpu is not None else {}
+    argv = (
+        spec.python,
+        f"~/{HARNESS_DIR}/{spec.harness_sha}",
+        "--out",
+        f"~/{JOBS_DIR}/{spec.job_id}/{RESULTS_FILE}",
+        *spec.harness_args,
+    )
+    return RemoteCommand(argv, env).display()
+
+
+def _job_json_head(spec: LaunchSpec, command: str) -> str:
+    doc = {
+        "id": spec.job_id,
+        "command": command,
+        "argv": [spec.python, spec.harness_sha, *spec.harness_args],
+        "gpu": spec.gpu,
+        "submitted_at": spec.submitted_at,
+    }
+    text = json.dumps(doc)
+    return text[:-1]  # the launch script appends pid and process start time
+
+
+def parse_poll(out: str, dirs: dict[str, tuple[str, str | None]]) -> dict[str, RemoteStatus]:
+    """Turn POLL_SCRIPT output into statuses.
+
+    `dirs` maps a remote directory to (job id, the process start time recorded
+    at launch, if known). The recorded time wins over the host's `pstart` file,
+    which anyone with access to the host could have rewritten.
+    """
+    statuses: dict[str, RemoteStatus] = {}
+    current: dict[str, str] = {}
+    flags: set[str] = set()
+    directory: str | None = None
+    for line in out.splitlines():
+        if line.startswith("J "):
+            directory, current, flags = line[2:], {}, set()
+            continue
+        if directory is None:
+            continue
+        if line == "E":
+            if directory in dirs:
+                job_id, known = dirs[directory]
+                statuses[job_id] = _status(job_id, current, flags, known)
+            directory = None
+            continue
+        key, _, value = line.partition(" ")
+        if value or key in ("expected", "live"):
+            current[key] = value.strip()
+        else:
+            flags.add(key)
+    return statuses
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _status(
+    job_id: str, fields: dict[str, str], flags: set[str], known_start: str | None
+) -> RemoteStatus:
+    if "missing" in flags:
+        return RemoteStatus(job_id, exists=False)
+    expected = (known_start or fields.get("expected", "")).strip()
+    live = fields.get("live", "")
+    alive = bool(live) and live == expected
+    done = total = None
+    if "progress" in fields:
+        try:
+            event = json.loads(fields["progress"])
+            done, total = int(event["done"]), int(event["total"])
+        except (ValueError, KeyError, TypeError):
+            pass
+    return RemoteStatus(
+        job_id,
+        exists=True,
+        alive=alive,
+        exit_code=_int(fields.get("rc")),
+        cancelled="cancelled" in flags,
+        has_results="results" in flags,
+        progress_done=done,
+        progress_total=total,
+        log_bytes=_int(fields.get("size")) or 0,
+        pid_reused=bool(live) and not alive,
+    )
+
+
+class SshBackend:
+    """Detached jobs over the host pool (DESIGN §4.9)."""
+
+    name = "ssh"
+
+    def __init__(self, pool: HostPool, timeout_s: float = 60.0) -> None:
+        self.pool = pool
+        self.timeout_s = timeout_s
+
+    async def submit(self, spec: LaunchSpec) -> Launched:
+        command = shown_command(spec)
+        argv = shell_script(
+            LAUNCH_SCRIPT,
+            spec.job_id,
+            _job_json_head(spec, command),
+            RUNNER_SCRIPT,
+            spec.python,
+            spec.harness_sha,
+            spec.gpu or "",
+            *spec.harness_args,
+        )
+        result = await self.pool.run(spec.host, argv, timeout=self.timeout_s, check=False)
+        out = result.stdout.strip()
+        if result.exit_status != 0 or not out.startswith("OK\t"):
+            message = out[2:] if out.startswith("E ") else (result.stderr.strip() or out)
+            raise CommandFailed(
+                spec.host, f"start eval job {spec.job_id}", result.exit_status, message
+            )
+        _, remote_dir, pid, start = [*out.split("\t"), "", "", ""][:4]
+        return Launched(remote_dir, _int(pid), start or None, command)
+
+    async def poll(self, host: str, jobs: Sequence[Job]) -> dict[str, RemoteStatus]:
+        dirs = {j.remote_dir: (j.id, j.proc_start) for j in jobs if j.remote_dir}
+        if not dirs:
+            return {}
+        result = await self.pool.run(
+            host,
+            shell_script(POLL_SCRIPT, *dirs),
+            env={"PROGRESS_BYTES": str(PROGRESS_SCAN_BYTES)},
+            timeout=self.timeout_s,
+        )
+        return parse_poll(result.stdout, dirs)
+
+    async def log_tail(self, job: Job, lines: int) -> list[str]:
+        if not job.remote_dir:
+            return []
+        result = await self.pool.run(
+            job.host,
+            shell_script(TAIL_SCRIPT, job.remote_dir, str(int(lines))),
+            timeout=self.timeout_s,
+        )
+        return result.stdout.splitlines()
+
+    async def read_file(self, job: Job, name: str) -> bytes | None:
+        if not job.remote_dir:
+            return None
+        result = await self.pool.run(
+            job.host,
+            shell_script(READ_SCRIPT, job.remote_dir, name, str(MAX_READ_BYTES)),
+            encoding=None,
+            timeout=self.timeout_s,
+        )
+        head, _, body = result.stdout.partition(b"\n")
+        return body if head == b"present" else None
+
+    async def cancel(self, job: Job) -> bool:
+        if not job.remote_dir:
+            return False
+        result = await self.pool.run(
+            job.host,
+            shell_script(CANCEL_SCRIPT, job.remote_dir, job.proc_start or ""),
+            timeout=self.timeout_s,
+            check=False,
+        )
+        out = result.stdout.strip()
+        if out == "survived":
+            raise CommandFailed(
+                job.host, f"cancel job {job.id}", result.exit_status, "processes survived SIGKILL"
+            )
+        return out == "killed"
+
+    def log_path(self, job: Job) -> str | None:
+        return f"{job.remote_dir}/{LOG_FILE}" if job.remote_dir else None

@@ -1,0 +1,240 @@
+"""Eval jobs: their states, their snapshots, and their rows in the state database.
+
+A job moves through
+
+    queued -> relaying -> uploading -> starting -> running -> done
+                                                          \\-> failed | cancelled | lost
+
+`relaying` (the checkpoint is copied to the suite's host) and `uploading`
+(the harness is installed there) are skipped when not needed. Until
+`starting`, the work happens in the console process that launched the job
+(`owner_pid`); from `running` on, the job lives on its host and any console
+process can re-attach to it by polling its remote directory. `lost` means the
+host no longer knows the job: its process is gone without leaving an exit
+status (killed, host rebooted), or its directory disappeared.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dflash_tui.state import Schema
+
+QUEUED = "queued"
+RELAYING = "relaying"
+UPLOADING = "uploading"
+STARTING = "starting"
+RUNNING = "running"
+DONE = "done"
+FAILED = "failed"
+CANCELLED = "cancelled"
+LOST = "lost"
+
+STATES = (QUEUED, RELAYING, UPLOADING, STARTING, RUNNING, DONE, FAILED, CANCELLED, LOST)
+PREPARING = frozenset({QUEUED, RELAYING, UPLOADING, STARTING})
+TERMINAL = frozenset({DONE, FAILED, CANCELLED, LOST})
+PENDING_NOTE = "pending"  # a running job's detail that starts so waits in a scheduler queue
+LOG_TAIL_LINES = 20
+
+SCHEMA = Schema(
+    "jobs",
+    [
+        """
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            backend TEXT NOT NULL,
+            host TEXT NOT NULL,
+            suite TEXT NOT NULL,
+            checkpoint TEXT NOT NULL,
+            checkpoint_host TEXT NOT NULL,
+            checkpoint_path TEXT NOT NULL,
+            remote_checkpoint_path TEXT,
+            run TEXT,
+            step INTEGER,
+            gpu TEXT,
+            state TEXT NOT NULL,
+            detail TEXT,
+            progress_done INTEGER,
+            progress_total INTEGER,
+            remote_dir TEXT,
+            pid INTEGER,
+            proc_start TEXT,
+            command TEXT,
+            exit_code INTEGER,
+            error TEXT,
+            log_tail TEXT,
+            owner_pid INTEGER,
+            owner_start TEXT,
+            created_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            updated_at REAL NOT NULL,
+            collected_at REAL,
+            result_dir TEXT,
+            collect_error TEXT
+        );
+        CREATE INDEX jobs_by_state ON jobs (state, host)
+        """,
+    ],
+)
+
+
+def new_job_id(now: float) -> str:
+    """Short, unique, sortable: UTC `YYYYMMDD-HHMMSS-xxxx` (4 random hex digits)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """An immutable snapshot of one job (what `dflash-tui jobs` and the jobs pane show)."""
+
+    id: str
+    backend: str
+    host: str
+    suite: str
+    checkpoint: str
+    checkpoint_host: str
+    checkpoint_path: str
+    state: str
+    created_at: float
+    updated_at: float
+    remote_checkpoint_path: str | None = None
+    run: str | None = None
+    step: int | None = None
+    gpu: str | None = None
+    detail: str | None = None
+    progress_done: int | None = None
+    progress_total: int | None = None
+    remote_dir: str | None = None
+    pid: int | None = None
+    proc_start: str | None = None
+    command: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    log_tail: tuple[str, ...] = ()
+    owner_pid: int | None = None
+    owner_start: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    collected_at: float | None = None
+    result_dir: str | None = None
+    collect_error: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def preparing(self) -> bool:
+        return self.state in PREPARING
+
+    @property
+    def progress(self) -> float | None:
+        """Fraction of anchors scored (0..1), when the harness has said."""
+        if self.progress_total and self.progress_done is not None:
+            return min(1.0, self.progress_done / self.progress_total)
+        return None
+
+    def describe(self) -> str:
+        """One human line: state, progress or failure."""
+        if self.state == RUNNING and self.progress is not None:
+            return f"running {self.progress_done}/{self.progress_total} ({self.progress:.0%})"
+        if self.state == RUNNING and self.detail and self.detail.startswith(PENDING_NOTE):
+            return self.detail  # waiting in the host's scheduler queue: `pending (Resources)`
+        if self.state == FAILED and self.error:
+            return f"failed: {self.error.splitlines()[0]}"
+        if self.detail and self.state in PREPARING:
+            return f"{self.state}: {self.detail}"
+        if self.state == LOST and self.error:
+            return f"lost: {self.error}"
+        return self.state
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["log_tail"] = list(self.log_tail)
+        out["progress"] = self.progress
+        out["summary"] = self.describe()
+        return out
+
+
+_COLUMNS = tuple(f.name for f in Job.__dataclass_fields__.values())  # type: ignore[attr-defined]
+
+
+def _row_to_job(row: sqlite3.Row) -> Job:
+    values = {k: row[k] for k in row.keys() if k in _COLUMNS}  # noqa: SIM118 - sqlite3.Row
+    tail = values.get("log_tail")
+    values["log_tail"] = tuple(json.loads(tail)) if tail else ()
+    return Job(**values)
+
+
+class JobStore:
+    """The `jobs` table: insert, update and read job rows (one connection, one thread)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def insert(self, job: Job) -> Job:
+        values = asdict(job)
+        values["log_tail"] = json.dumps(list(job.log_tail))
+        names = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        self.conn.execute(f"INSERT INTO jobs ({names}) VALUES ({marks})", tuple(values.values()))
+        return job
+
+    def update(self, job_id: str, now: float, **changes: Any) -> Job:
+        """Change some fields of a job; returns the new snapshot. KeyError if there is none."""
+        unknown = set(changes) - set(_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown job fields: {sorted(unknown)}")
+        if "log_tail" in changes:
+            changes["log_tail"] = json.dumps(list(changes["log_tail"] or ()))
+        changes["updated_at"] = now
+        sets = ", ".join(f"{k} = ?" for k in changes)
+        cur = self.conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*changes.values(), job_id))
+        if cur.rowcount == 0:
+            raise KeyError(job_id)
+        return self.get(job_id)
+
+    def get(self, job_id: str) -> Job:
+        row = self.conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise KeyError(job_id)
+        return _row_to_job(row)
+
+    def find(self, prefix: str) -> list[Job]:
+        """Jobs whose id is `prefix` or starts with it (ids are long to type)."""
+        rows = self.conn.execute(
+            "SELECT * FROM jobs WHERE id = ? OR id LIKE ? ESCAPE '\\' ORDER BY id",
+            (prefix, prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"),
+        ).fetchall()
+        exact = [r for r in rows if r["id"] == prefix]
+        return [_row_to_job(r) for r in (exact or rows)]
+
+    def list(self, states: Iterable[str] | None = None, *, limit: int | None = None) -> list[Job]:
+        """Jobs, newest first, optionally only those in `states`."""
+        query = "SELECT * FROM jobs"
+        args: list[Any] = []
+        if states is not None:
+            wanted = list(states)
+            query += f" WHERE state IN ({', '.join('?' for _ in wanted)})"
+            args.extend(wanted)
+        query += " ORDER BY created_at DESC, id DESC"
+        if limit is not None:
+            query += " LIMIT ?"
+            args.append(int(limit))
+        return [_row_to_job(r) for r in self.conn.execute(query, args).fetchall()]
+
+
+@dataclass(frozen=True)
+class JobUpdated:
+    """A job's row changed (state, progress, collection); read the new snapshot by id."""
+
+    job_id: str
+    state: str

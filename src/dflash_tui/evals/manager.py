@@ -1,0 +1,701 @@
+"""JobManager: launch, track, cancel and collect eval jobs; what the CLI and the UI call.
+
+Every job is a row in the state database, so any console process sees every
+job: the one that launched it, a later `dflash-tui jobs`, or the console
+reopened after a crash. Preparing a job (relaying the checkpoint, installing
+the harness, starting it) runs as an asyncio task in the launching process;
+once started, the job lives on its host and `poll()` follows it there, one
+command per host for all of that host's jobs. Listeners get a small
+`JobUpdated(job_id, state)` whenever a job's row changes; they read the new
+snapshot with `job()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dflash_tui.config import Config
+from dflash_tui.evals import jobs as J
+from dflash_tui.evals.backends import (
+    LOG_FILE,
+    RESULTS_FILE,
+    JobBackend,
+    LaunchSpec,
+    RemoteStatus,
+    SshBackend,
+)
+from dflash_tui.evals.jobs import Job, JobStore, JobUpdated, new_job_id
+from dflash_tui.evals.placement import PlacementError, place_checkpoint
+from dflash_tui.evals.schema import SchemaError, parse_results
+from dflash_tui.evals.slurm_backend import SlurmBackend
+from dflash_tui.evals.store import SCHEMA as RESULTS_SCHEMA
+from dflash_tui.evals.store import ResultsStore, StoredResult
+from dflash_tui.evals.targets import (
+    CheckpointRef,
+    TargetError,
+    resolve_checkpoint,
+    suite_config,
+)
+from dflash_tui.evals.upload import HarnessUploader
+from dflash_tui.remote.command import shell_script
+from dflash_tui.remote.errors import RemoteError
+from dflash_tui.remote.pool import HostPool
+from dflash_tui.state import open_state
+from dflash_tui.transfer import SCHEMA as TRANSFERS_SCHEMA
+from dflash_tui.transfer import FileProgress, TransferError, TransferEvent
+
+Listener = Callable[[JobUpdated], None]
+RELAY_DETAIL_INTERVAL_S = 0.5
+
+
+def _human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"
+
+
+class JobError(Exception):
+    """A job operation that cannot be done; `exit_code` 2 for bad usage, 1 otherwise."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def open_eval_state(state_dir: Path) -> sqlite3.Connection:
+    """The state database with the jobs, results and transfers tables in place."""
+    return open_state(state_dir, J.SCHEMA, RESULTS_SCHEMA, TRANSFERS_SCHEMA)
+
+
+def local_process_start(pid: int) -> str | None:
+    """This machine's start time of `pid` (field 22 of /proc/PID/stat); None if not running."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _owner_alive(job: Job) -> bool:
+    if job.owner_pid is None:
+        return False
+    start = local_process_start(job.owner_pid)
+    if start is None:
+        if not os.path.exists("/proc/self/stat"):  # no procfs: fall back to "does it exist"
+            try:
+                os.kill(job.owner_pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
+        return False
+    return job.owner_start is None or start == job.owner_start
+
+
+def _error_from_log(lines: Sequence[str]) -> str | None:
+    """The harness's own error message (its last `error` event), if the log has one."""
+    for line in reversed(lines):
+        if line.startswith('{"event": "error"'):
+            with contextlib.suppress(ValueError, TypeError):
+                message = json.loads(line).get("message")
+                if isinstance(message, str) and message:
+                    return message
+    return None
+
+
+@dataclass
+class CollectReport:
+    """What `collect` did: results stored, files rejected (with why), problems met."""
+
+    stored: list[StoredResult] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (where, reason)
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stored": [r.as_dict() for r in self.stored],
+            "rejected": [{"file": w, "reason": r} for w, r in self.rejected],
+            "skipped": self.skipped,
+            "errors": list(self.errors),
+        }
+
+
+class JobManager:
+    """Eval jobs across hosts; see the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        pool: HostPool,
+        state_conn: sqlite3.Connection,
+        clock: Callable[[], float] = time.time,
+        *,
+        backends: Mapping[str, JobBackend] | None = None,
+        uploader: HarnessUploader | None = None,
+        log_lines: int = J.LOG_TAIL_LINES,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        self.conn = state_conn
+        self.clock = clock
+        self.store = JobStore(state_conn)
+        self.results = ResultsStore(config.console.results_dir, state_conn)
+        self.backends: dict[str, JobBackend] = dict(
+            backends or {"ssh": SshBackend(pool), "slurm": SlurmBackend(pool)}
+        )
+        self.uploader = uploader or HarnessUploader(pool)
+        self.log_lines = log_lines
+        self._listeners: list[Listener] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._pid = os.getpid()
+        self._pid_start = local_process_start(self._pid)
+
+    # ------------------------------------------------------------------ reading
+
+    def jobs(self, *, active_only: bool = False, limit: int | None = None) -> list[Job]:
+        """Snapshots, newest first."""
+        states = [s for s in J.STATES if s not in J.TERMINAL] if active_only else None
+        return self.store.list(states, limit=limit)
+
+    def job(self, job_id: str) -> Job:
+        """The job `job_id` (or the only one whose id starts with it); JobError otherwise."""
+        found = self.store.find(job_id)
+        if not found:
+            raise JobError(f"no job {job_id!r} (see `dflash-tui jobs`)", 2)
+        if len(found) > 1:
+            names = ", ".join(j.id for j in found[:5])
+            raise JobError(f"{job_id!r} matches several jobs: {names}", 2)
+        return found[0]
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener(JobUpdated)` on every change; returns the unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _update(self, job_id: str, **changes: Any) -> Job:
+        job = self.store.update(job_id, self.clock(), **changes)
+        for listener in list(self._listeners):
+            listener(JobUpdated(job.id, job.state))
+        return job
+
+    def backend(self, host: str) -> JobBackend:
+        scheduler = self.config.host(host).scheduler
+        if scheduler not in self.backends:
+            raise JobError(
+                f"host {host} uses scheduler {scheduler!r}, which this console cannot drive yet"
+            )
+        return self.backends[scheduler]
+
+    # ------------------------------------------------------------------ launching
+
+    def _pick_gpu(self, host: str) -> str:
+        busy = {j.gpu for j in self.jobs(active_only=True) if j.host == host and j.gpu is not None}
+        n = 0
+        while str(n) in busy:
+            n += 1
+        return str(n)
+
+    async def start_eval(
+        self,
+        checkpoint: str | CheckpointRef,
+        suite: str,
+        host: str | None = None,
+        gpu: int | str | None = None,
+    ) -> Job:
+        """Queue an eval and prepare it in the background; returns the queued job at once.
+
+        Raises JobError (exit code 2) for an unknown checkpoint, suite or host.
+        """
+        job, ref = await self._queue(checkpoint, suite, host, gpu)
+        task = asyncio.get_running_loop().create_task(self._prepare(job, ref), name=f"job:{job.id}")
+        self._tasks[job.id] = task
+        task.add_done_callback(lambda _t, i=job.id: self._tasks.pop(i, None))
+        return job
+
+    async def launch(
+        self,
+        checkpoint: str | CheckpointRef,
+        suite: str,
+        host: str | None = None,
+        gpu: int | str | None = None,
+    ) -> Job:
+        """Like start_eval, but returns once the job runs on its host (or failed to start)."""
+        job = await self.start_eval(checkpoint, suite, host, gpu)
+        task = self._tasks.get(job.id)
+        if task is not None:
+            await asyncio.shield(task)
+        return self.store.get(job.id)
+
+    async def _queue(
+        self, checkpoint: str | CheckpointRef, suite_name: str, host: str | None, gpu: Any
+    ) -> tuple[Job, CheckpointRef]:
+        try:
+            suite = suite_config(self.config, suite_name)
+            ref = (
+                checkpoint
+                if isinstance(checkpoint, CheckpointRef)
+                else await resolve_checkpoint(self.pool, self.config, checkpoint)
+            )
+        except TargetError as exc:
+            raise JobError(str(exc), 2) from None
+        target = host or suite.host
+        if target not in self.config.hosts:
+            raise JobError(f"no host {target!r} in {self.config.path}", 2)
+        gpu_text = str(gpu) if gpu is not None else self._pick_gpu(target)
+        if gpu is None and self.config.host(target).scheduler == "slurm":
+            gpu_text = None  # Slurm allocates the GPU (`gres` in [hosts.NAME.slurm])
+        elif not gpu_text.replace(",", "").isdigit():
+            raise JobError(f"--gpu expects GPU indices such as 0 or 0,1; got {gpu_text!r}", 2)
+        now = self.clock()
+        job = Job(
+            id=new_job_id(now),
+            backend=self.config.host(target).scheduler,
+            host=target,
+            suite=suite.name,
+            checkpoint=ref.name,
+            checkpoint_host=ref.host,
+            checkpoint_path=ref.path,
+            state=J.QUEUED,
+            created_at=now,
+            updated_at=now,
+            run=ref.run,
+            step=ref.step,
+            gpu=gpu_text,
+            owner_pid=self._pid,
+            owner_start=self._pid_start,
+        )
+        self.store.insert(job)
+        for listener in list(self._listeners):
+            listener(JobUpdated(job.id, job.state))
+        return job, ref
+
+    def _cancel_requested(self, job_id: str) -> bool:
+        return self.store.get(job_id).state == J.CANCELLED
+
+    async def _prepare(self, job: Job, ref: CheckpointRef) -> None:
+        """queued -> (relaying) -> (uploading) -> starting -> running, or failed."""
+        suite = suite_config(self.config, job.suite)
+        try:
+            placement = await place_checkpoint(
+                self.pool,
+                self.conn,
+                ref,
+                job.host,
+                on_relay_start=lambda: self._update(
+                    job.id, state=J.RELAYING, detail=f"copying {ref.location} to {job.host}"
+                ),
+                on_event=self._relay_progress(job.id, ref, job.host),
+            )
+            if self._cancel_requested(job.id):
+                return
+            await self._check_cache(job.host, suite.cache)
+            if not await self.uploader.present(job.host):
+                self._update(job.id, state=J.UPLOADING, detail="installing the eval harness")
+                await self.uploader.install(job.host)
+            if self._cancel_requested(job.id):
+                return
+            self._update(
+                job.id,
+                state=J.STARTING,
+                detail=None,
+                remote_checkpoint_path=placement.path,
+            )
+            args = [
+                "--drafter",
+                placement.path,
+                "--cache",
+                suite.cache,
+                "--suite",
+                suite.name,
+                "--name",
+                ref.name,
+            ]
+            if suite.max_anchors:
+                args += ["--max-anchors", str(suite.max_anchors)]
+            spec = LaunchSpec(
+                job_id=job.id,
+                host=job.host,
+                python=self.config.host(job.host).python,
+                harness_sha=self.uploader.sha256,
+                harness_args=tuple(args),
+                gpu=job.gpu,
+                submitted_at=self.clock(),
+            )
+            launched = await self.backend(job.host).submit(spec)
+            now = self.clock()
+            cancelled = self._cancel_requested(job.id)
+            updated = self._update(
+                job.id,
+                state=J.CANCELLED if cancelled else J.RUNNING,
+                remote_dir=launched.remote_dir,
+                pid=launched.pid,
+                proc_start=launched.proc_start,
+                command=launched.command,
+                started_at=now,
+            )
+            if cancelled:  # cancelled by another console while we were starting it
+                await self.backend(job.host).cancel(updated)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                current = self.store.get(job.id)
+                if not current.terminal:
+                    self._update(
+                        job.id, state=J.CANCELLED, finished_at=self.clock(), detail="stopped"
+                    )
+            raise
+        except (PlacementError, TransferError, RemoteError, JobError) as exc:
+            self._fail_preparation(job.id, str(exc))
+        except Exception as exc:  # a bug must not leave the job "relaying" forever
+            self._fail_preparation(job.id, f"internal error: {type(exc).__name__}: {exc}")
+            raise
+
+    def _fail_preparation(self, job_id: str, message: str) -> None:
+        if not self._cancel_requested(job_id):
+            self._update(
+                job_id, state=J.FAILED, error=message, detail=None, finished_at=self.clock()
+            )
+
+    def _relay_progress(
+        self, job_id: str, ref: CheckpointRef, host: str
+    ) -> Callable[[TransferEvent], None]:
+        """Relay events -> the job's detail line, at most a few times a second."""
+        shown = [0.0]
+
+        def on_event(event: TransferEvent) -> None:
+            if not isinstance(event, FileProgress):
+                return
+            now = time.monotonic()
+            if (
+                now - shown[0] < RELAY_DETAIL_INTERVAL_S
+                and event.overall_done < event.overall_total
+            ):
+                return
+            shown[0] = now
+            total = max(event.overall_total, 1)
+            self._update(
+                job_id,
+                detail=f"copying {ref.location} to {host}: {event.overall_done / total:.0%} "
+                f"of {_human_bytes(event.overall_total)}",
+            )
+
+        return on_event
+
+    async def _check_cache(self, host: str, cache: str) -> None:
+        result = await self.pool.run(
+            host, shell_script('[ -f "$1/manifest.json" ]', cache), timeout=30, check=False
+        )
+        if result.exit_status != 0:
+            raise JobError(
+                f"{host}:{cache}: no dflash-cache/1 manifest.json there; "
+                "check the suite's cache path (and --host)"
+            )
+
+    # ------------------------------------------------------------------ following
+
+    def _reap_orphans(self) -> list[str]:
+        """Preparing jobs whose preparing process is gone can never start: mark them failed."""
+        changed = []
+        for job in self.jobs(active_only=True):
+            if not job.preparing or job.id in self._tasks:
+                continue
+            if job.owner_pid == self._pid and job.owner_start == self._pid_start:
+                continue  # ours, finishing right now
+            if _owner_alive(job):
+                continue
+            if job.state == J.STARTING:
+                reason = (
+                    "the console starting it stopped; the job may be running in "
+                    f"~/.cache/dflash-tui/jobs/{job.id} on {job.host}"
+                )
+            else:
+                reason = f"the console preparing it stopped while {job.state}; run the eval again"
+            self._update(job.id, state=J.FAILED, error=reason, finished_at=self.clock())
+            changed.append(job.id)
+        return changed
+
+    async def poll(self) -> list[str]:
+        """Refresh every unfinished job from its host (one command per host); returns changed ids."""
+        changed = self._reap_orphans()
+        by_host: dict[str, list[Job]] = {}
+        for job in self.jobs(active_only=True):
+            if job.remote_dir and job.state in (J.RUNNING, J.STARTING):
+                by_host.setdefault(job.host, []).append(job)
+        hosts = list(by_host)
+        answers = await asyncio.gather(
+            *(self.backend(h).poll(h, by_host[h]) for h in hosts), return_exceptions=True
+        )
+        for host, answer in zip(hosts, answers, strict=True):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, (RemoteError, JobError)):
+                    raise answer
+                note = f"{host} unreachable: {answer}"
+                for job in by_host[host]:
+                    if job.detail != note:
+                        self._update(job.id, detail=note)
+                        changed.append(job.id)
+                continue
+            for job in by_host[host]:
+                status = answer.get(job.id)
+                if status is None:
+                    continue
+                if await self._apply(job, status):
+                    changed.append(job.id)
+        return changed
+
+    async def _apply(self, job: Job, status: RemoteStatus) -> bool:
+        now = self.clock()
+        if not status.exists:
+            self._update(
+                job.id,
+                state=J.LOST,
+                error=f"its directory {job.remote_dir} is gone from {job.host}",
+                finished_at=now,
+                detail=None,
+            )
+            return True
+        if status.queued:  # waiting in the host's scheduler (Slurm): its reason as the detail
+            queued: dict[str, Any] = {}
+            if job.state != J.RUNNING:
+                queued["state"] = J.RUNNING
+            if job.detail != status.note:
+                queued["detail"] = status.note
+            if queued:
+                self._update(job.id, **queued)
+            return bool(queued)
+        if status.alive:
+            changes: dict[str, Any] = {}
+            if job.state != J.RUNNING:
+                changes["state"] = J.RUNNING
+            if job.detail != status.note:
+                changes["detail"] = status.note
+            if status.progress_done is not None and (
+                status.progress_done != job.progress_done
+                or status.progress_total != job.progress_total
+            ):
+                changes["progress_done"] = status.progress_done
+                changes["progress_total"] = status.progress_total
+            if changes:
+                self._update(job.id, **changes)
+                return True
+            return False
+        tail = await self._tail_or_empty(job)
+        progress = {}
+        if status.progress_done is not None:
+            progress = {
+                "progress_done": status.progress_done,
+                "progress_total": status.progress_total,
+            }
+        if status.cancelled:
+            self._update(
+                job.id,
+                state=J.CANCELLED,
+                finished_at=now,
+                log_tail=tail,
+                exit_code=status.exit_code,
+                detail=None,
+                **progress,
+            )
+        elif status.exit_code == 0 and status.has_results:
+            self._update(
+                job.id,
+                state=J.DONE,
+                exit_code=0,
+                finished_at=now,
+                log_tail=tail,
+                detail=None,
+                **progress,
+            )
+        elif status.exit_code is not None:
+            reason = (
+                _error_from_log(tail)
+                or status.note
+                or (
+                    f"the harness exited with status {status.exit_code}"
+                    + ("" if status.exit_code else " but wrote no eval_results.json")
+                )
+            )
+            self._update(
+                job.id,
+                state=J.FAILED,
+                exit_code=status.exit_code,
+                error=reason,
+                finished_at=now,
+                log_tail=tail,
+                detail=None,
+                **progress,
+            )
+        else:
+            why = (
+                "its pid now belongs to another process (PID reuse): the job is gone"
+                if status.pid_reused
+                else "its process is gone without an exit status (killed, or the host restarted)"
+            )
+            if status.note:
+                why = f"{why}; {status.note}"
+            self._update(
+                job.id, state=J.LOST, error=why, finished_at=now, log_tail=tail, detail=None
+            )
+        return True
+
+    async def _tail_or_empty(self, job: Job) -> list[str]:
+        with contextlib.suppress(RemoteError):
+            return await self.backend(job.host).log_tail(job, self.log_lines)
+        return list(job.log_tail)
+
+    async def log_tail(self, job_id: str, lines: int = 50) -> list[str]:
+        """The last `lines` lines of a job's log, read from its host now."""
+        job = self.job(job_id)
+        if not job.remote_dir:
+            return list(job.log_tail)
+        return await self.backend(job.host).log_tail(job, lines)
+
+    def log_location(self, job_id: str) -> tuple[str, str] | None:
+        """(host, path) of a job's log, for a live tail (monitor.tail.LogTail)."""
+        job = self.job(job_id)
+        path = self.backend(job.host).log_path(job)
+        return (job.host, path) if path else None
+
+    async def wait(
+        self,
+        job_id: str,
+        *,
+        started_only: bool = False,
+        interval_s: float = 1.0,
+        on_change: Callable[[Job], None] | None = None,
+    ) -> Job:
+        """Follow a job until it ends (or, with `started_only`, until it runs on its host).
+
+        `on_change` sees each snapshot that differs from the last one shown.
+        """
+        job = self.job(job_id)
+        last: tuple[Any, ...] | None = None
+        while True:
+            task = self._tasks.get(job.id)
+            if task is None:
+                await self.poll()
+            current = self.store.get(job.id)
+            key = (current.state, current.progress_done, current.progress_total, current.detail)
+            if key != last and on_change is not None:
+                on_change(current)
+            last = key
+            if current.terminal or (started_only and not current.preparing):
+                return current
+            if task is not None:
+                await asyncio.wait({task}, timeout=min(interval_s, 0.25))
+            else:
+                await asyncio.sleep(interval_s)
+
+    # ------------------------------------------------------------------ cancelling
+
+    async def cancel(self, job_id: str) -> Job:
+        """Stop a job: its preparation here, or its whole process group on its host."""
+        job = self.job(job_id)
+        if job.terminal:
+            raise JobError(f"job {job.id} is already {job.state}")
+        task = self._tasks.get(job.id)
+        if job.preparing and task is not None:
+            self._update(job.id, state=J.CANCELLED, finished_at=self.clock(), detail="cancelled")
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            return self.store.get(job.id)
+        if job.preparing and not job.remote_dir:
+            # Prepared by another console process: it sees this before starting the job.
+            return self._update(
+                job.id, state=J.CANCELLED, finished_at=self.clock(), detail="cancelled"
+            )
+        killed = await self.backend(job.host).cancel(job)
+        tail = await self._tail_or_empty(job)
+        return self._update(
+            job.id,
+            state=J.CANCELLED,
+            finished_at=self.clock(),
+            log_tail=tail,
+            detail="process group killed" if killed else "it had already stopped",
+        )
+
+    # ------------------------------------------------------------------ collecting
+
+    async def collect(self, job_ids: Iterable[str] | None = None) -> CollectReport:
+        """Pull finished jobs' results and logs into the results store."""
+        report = CollectReport()
+        wanted = set(job_ids) if job_ids is not None else None
+        for job in self.store.list([J.DONE]):
+            if job.collected_at is not None or (wanted is not None and job.id not in wanted):
+                continue
+            await self._collect_one(job, report)
+        return report
+
+    async def _collect_one(self, job: Job, report: CollectReport) -> None:
+        backend = self.backend(job.host)
+        where = f"{job.host}:{job.remote_dir}/{RESULTS_FILE}"
+        try:
+            raw = await backend.read_file(job, RESULTS_FILE)
+            log = await backend.read_file(job, LOG_FILE)
+        except RemoteError as exc:
+            report.errors.append(f"job {job.id}: {exc}")
+            return
+        if raw is None:
+            reason = "eval_results.json is missing on the host"
+            report.rejected.append((where, reason))
+            self._update(job.id, collect_error=reason)
+            return
+        try:
+            results = parse_results(raw, where)
+        except SchemaError as exc:
+            reason = "; ".join(exc.reasons)
+            report.rejected.append((where, reason))
+            self._update(job.id, collect_error=reason)
+            return
+        stored = self.results.add(
+            results,
+            raw,
+            suite=job.suite,
+            checkpoint=job.checkpoint,
+            source="job",
+            created_at=job.finished_at or self.clock(),
+            collected_at=self.clock(),
+            job_id=job.id,
+            origin=where,
+            step=job.step,
+            run=job.run,
+            log=log,
+            meta={
+                "host": job.host,
+                "checkpoint_location": f"{job.checkpoint_host}:{job.checkpoint_path}",
+                "command": job.command,
+            },
+        )
+        if stored is None:
+            report.skipped += 1
+            self._update(job.id, collected_at=self.clock(), collect_error=None)
+            return
+        report.stored.append(stored)
+        self._update(job.id, collected_at=self.clock(), result_dir=stored.dir, collect_error=None)
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def close(self) -> None:
+        """Stop preparing jobs of this process (they are marked cancelled); remote jobs run on."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -1,0 +1,108 @@
+"""Calibration pairs for tau estimates: (training acc at a checkpoint's step, its measured tau_top1).
+
+The results store knows, per suite, each checkpoint's latest `tau_top1` and
+the run and step it came from; the run's training log knows the acc at that
+step. `tau_points` reads the first, `calibration_pairs` joins it with any
+`acc_at(run, step)` lookup: the console passes its live histories
+(`History.value_at`), the CLI loads the runs' logs once with
+`load_acc_lookup`. The estimate itself is `dflash_tui.evals.estimate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from dflash_tui.config import Config
+from dflash_tui.evals.store import ResultsStore
+from dflash_tui.monitor.backlog import load_backlog
+from dflash_tui.monitor.history import History
+from dflash_tui.monitor.metrics import MetricParser
+from dflash_tui.remote.errors import RemoteError
+from dflash_tui.remote.pool import HostPool
+
+AccLookup = Callable[[str, int], "float | None"]
+
+
+@dataclass(frozen=True)
+class TauPoint:
+    """A checkpoint's measured tau_top1 on a suite, with the run and step it was trained to."""
+
+    suite: str
+    checkpoint: str
+    run: str
+    step: int
+    tau_top1: float
+
+
+def tau_points(store: ResultsStore, suite: str, run: str | None = None) -> list[TauPoint]:
+    """Latest tau_top1 per checkpoint of `suite` whose run and step are known (optionally one run)."""
+    seen: set[str] = set()
+    points: list[TauPoint] = []
+    for r in store.results(suite):  # newest first: the first per checkpoint is its latest
+        if r.checkpoint in seen:
+            continue
+        seen.add(r.checkpoint)
+        tau = r.metric("tau_top1")
+        if r.run is None or r.step is None or tau is None:
+            continue
+        if run is not None and r.run != run:
+            continue
+        points.append(TauPoint(suite, r.checkpoint, r.run, r.step, tau))
+    return sorted(points, key=lambda p: (p.run, p.step))
+
+
+def calibration_pairs(points: Iterable[TauPoint], acc_at: AccLookup) -> list[tuple[float, float]]:
+    """(acc, tau_top1) for each point whose run's acc at that step is known."""
+    pairs = []
+    for p in points:
+        acc = acc_at(p.run, p.step)
+        if acc is not None:
+            pairs.append((float(acc), p.tau_top1))
+    return pairs
+
+
+def default_suite(config: Config, store: ResultsStore, run: str | None = None) -> str | None:
+    """The suite to calibrate on: the run's first `auto_eval` suite, else the one with most points."""
+    if run is not None:
+        for r in config.runs:
+            if r.name == run and r.auto_eval:
+                return r.auto_eval[0]
+    counts = {s: len(tau_points(store, s, run)) for s in store.suites()}
+    best = max(counts.items(), key=lambda kv: (kv[1], kv[0]), default=(None, 0))
+    return best[0] if best[1] else None
+
+
+async def load_acc_lookup(
+    pool: HostPool, config: Config, runs: Sequence[str]
+) -> tuple[AccLookup, list[str]]:
+    """Read the runs' training logs (history only) and return an acc-at-step lookup and errors."""
+    histories: dict[str, History] = {}
+    errors: list[str] = []
+
+    async def load(name: str) -> None:
+        run = config.run(name)
+        history = History()
+        parser = MetricParser(run.metric_patterns)
+        try:
+            backlog = await load_backlog(
+                pool, run.host, run.log, parser=parser, on_metrics=history.add, timeout_s=120
+            )
+        except RemoteError as exc:
+            errors.append(f"run {name}: cannot read {run.host}:{run.log}: {exc}")
+            return
+        if not backlog.exists:
+            errors.append(f"run {name}: {run.host}:{run.log} does not exist")
+            return
+        histories[name] = history
+
+    await asyncio.gather(
+        *(load(n) for n in dict.fromkeys(runs) if n in {r.name for r in config.runs})
+    )
+
+    def acc_at(run: str, step: int) -> float | None:
+        history = histories.get(run)
+        return history.value_at(step, "acc") if history is not None else None
+
+    return acc_at, errors

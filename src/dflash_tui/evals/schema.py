@@ -1,0 +1,199 @@
+"""`dflash-eval/1` validation: is this `eval_results.json` fit for the leaderboard, and if not, why.
+
+The console reads results files written by its own harness and by other
+harnesses (`[[suites]] import = [...]`), so nothing is trusted: every key,
+type and range is checked and all problems are reported together, each
+naming the key (`metrics.tau_top1: expected a number, got a string`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "dflash-eval/1"
+REQUIRED_METRICS = ("acc", "streak_top1", "tau_top1")
+METRIC_NAME = re.compile(r"^(acc|acc_per_position|tau_top1|streak_top[1-9]\d*|ddtree_b[1-9]\d*)$")
+METRIC_HELP = "acc, acc_per_position, tau_top1, streak_topK, ddtree_bN"
+MAX_RESULTS_BYTES = 16 * 1024 * 1024
+TAU_TOLERANCE = 1e-3
+
+
+class SchemaError(ValueError):
+    """The file is not valid `dflash-eval/1`; `reasons` lists every problem found."""
+
+    def __init__(self, where: str, reasons: list[str]) -> None:
+        self.where = where
+        self.reasons = reasons
+        super().__init__(f"{where}: " + "; ".join(reasons))
+
+
+@dataclass(frozen=True)
+class EvalResults:
+    """A validated results file; `raw` is the parsed document as it was."""
+
+    suite: str
+    checkpoint_name: str
+    checkpoint_path: str | None
+    config_sha256: str | None
+    block_size: int
+    n_anchors: int
+    device: str | None
+    elapsed_s: float | None
+    metrics: Mapping[str, Any]
+    tasks: Mapping[str, Mapping[str, Any]]
+    raw: Mapping[str, Any] = field(repr=False)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _describe(value: Any) -> str:
+    names = {bool: "a boolean", str: "a string", list: "an array", dict: "an object"}
+    if value is None:
+        return "null"
+    if _is_number(value):
+        return f"the number {value!r}"
+    return names.get(type(value), type(value).__name__)
+
+
+def _check_metrics(
+    table: Mapping[str, Any], where: str, block_size: int | None, reasons: list[str], *, task: bool
+) -> None:
+    """Names, types and ranges of a metrics table (suite level or one task)."""
+    positions = block_size - 1 if block_size else None
+    for name, value in table.items():
+        key = f"{where}.{name}"
+        if task and name == "n_anchors":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                reasons.append(f"{key}: expected a count (integer >= 0), got {_describe(value)}")
+            continue
+        if not METRIC_NAME.match(name):
+            reasons.append(f"{key}: unknown metric (known: {METRIC_HELP})")
+            continue
+        if task and value is None:  # a task with no anchors has no means
+            continue
+        if name == "acc_per_position":
+            if not isinstance(value, list) or not all(_is_number(v) for v in value):
+                reasons.append(f"{key}: expected an array of numbers, got {_describe(value)}")
+                continue
+            if positions is not None and len(value) != positions:
+                reasons.append(
+                    f"{key}: has {len(value)} values; block_size {block_size} needs {positions}"
+                )
+            if any(not (math.isfinite(v) and 0.0 <= v <= 1.0) for v in value):
+                reasons.append(f"{key}: every value must be an accuracy in [0, 1]")
+            continue
+        if not _is_number(value) or not math.isfinite(value):
+            reasons.append(f"{key}: expected a finite number, got {_describe(value)}")
+            continue
+        if name == "acc" and not 0.0 <= value <= 1.0:
+            reasons.append(f"{key}: {value} is not an accuracy in [0, 1]")
+        elif name.startswith(("streak_top", "ddtree_b")) and (
+            value < 0 or (positions is not None and value > positions)
+        ):
+            reasons.append(f"{key}: {value} is outside [0, {positions}] (block_size - 1)")
+        elif name == "tau_top1" and (
+            value < 1 or (positions is not None and value > positions + 1)
+        ):
+            reasons.append(f"{key}: {value} is outside [1, {block_size}] (block_size)")
+    if not task:
+        for name in REQUIRED_METRICS:
+            if name not in table:
+                reasons.append(f"{where}.{name}: missing (required: {', '.join(REQUIRED_METRICS)})")
+    streak, tau = table.get("streak_top1"), table.get("tau_top1")
+    if _is_number(streak) and _is_number(tau) and abs(tau - (streak + 1)) > TAU_TOLERANCE:
+        reasons.append(f"{where}.tau_top1: {tau} is not streak_top1 + 1 ({streak} + 1)")
+
+
+def validate_results(doc: Any, where: str = "eval_results.json") -> EvalResults:
+    """Check a parsed document against `dflash-eval/1`; raises SchemaError listing every problem."""
+    if not isinstance(doc, dict):
+        raise SchemaError(where, [f"expected a JSON object, got {_describe(doc)}"])
+    reasons: list[str] = []
+    schema = doc.get("schema")
+    if schema != SCHEMA:
+        got = "missing" if schema is None else repr(schema)
+        reasons.append(f'schema: expected "{SCHEMA}", got {got}')
+    suite = doc.get("suite")
+    if not isinstance(suite, str) or not suite.strip():
+        reasons.append(f"suite: expected a non-empty string, got {_describe(suite)}")
+    ckpt = doc.get("checkpoint")
+    name = path = config_sha = None
+    if not isinstance(ckpt, dict):
+        reasons.append(f"checkpoint: expected an object with a name, got {_describe(ckpt)}")
+    else:
+        name = ckpt.get("name")
+        if not isinstance(name, str) or not name.strip():
+            reasons.append(f"checkpoint.name: expected a non-empty string, got {_describe(name)}")
+        path = ckpt.get("path")
+        if path is not None and not isinstance(path, str):
+            reasons.append(f"checkpoint.path: expected a string, got {_describe(path)}")
+        config_sha = ckpt.get("config_sha256")
+        if config_sha is not None and not isinstance(config_sha, str):
+            reasons.append(
+                f"checkpoint.config_sha256: expected a string, got {_describe(config_sha)}"
+            )
+    block_size = doc.get("block_size")
+    if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 2:
+        reasons.append(f"block_size: expected an integer >= 2, got {_describe(block_size)}")
+        block_size = None
+    n_anchors = doc.get("n_anchors")
+    if not isinstance(n_anchors, int) or isinstance(n_anchors, bool) or n_anchors < 1:
+        reasons.append(f"n_anchors: expected an integer >= 1, got {_describe(n_anchors)}")
+    device = doc.get("device")
+    if device is not None and not isinstance(device, str):
+        reasons.append(f"device: expected a string, got {_describe(device)}")
+    elapsed = doc.get("elapsed_s")
+    if elapsed is not None and not (_is_number(elapsed) and elapsed >= 0):
+        reasons.append(f"elapsed_s: expected a number >= 0, got {_describe(elapsed)}")
+    metrics = doc.get("metrics")
+    if not isinstance(metrics, dict):
+        reasons.append(f"metrics: expected an object, got {_describe(metrics)}")
+        metrics = {}
+    else:
+        _check_metrics(metrics, "metrics", block_size, reasons, task=False)
+    tasks = doc.get("tasks", {})
+    if not isinstance(tasks, dict):
+        reasons.append(f"tasks: expected an object (task name -> metrics), got {_describe(tasks)}")
+        tasks = {}
+    else:
+        for task, table in tasks.items():
+            if not isinstance(table, dict):
+                reasons.append(f"tasks.{task}: expected an object, got {_describe(table)}")
+                continue
+            _check_metrics(table, f"tasks.{task}", block_size, reasons, task=True)
+    if reasons:
+        raise SchemaError(where, reasons)
+    assert isinstance(suite, str) and isinstance(name, str) and block_size is not None
+    return EvalResults(
+        suite=suite,
+        checkpoint_name=name,
+        checkpoint_path=path,
+        config_sha256=config_sha,
+        block_size=block_size,
+        n_anchors=int(n_anchors),  # type: ignore[arg-type]
+        device=device,
+        elapsed_s=float(elapsed) if elapsed is not None else None,
+        metrics=metrics,
+        tasks=tasks,
+        raw=doc,
+    )
+
+
+def parse_results(data: bytes, where: str = "eval_results.json") -> EvalResults:
+    """Decode and validate a results file's bytes; raises SchemaError (also for bad JSON)."""
+    if len(data) > MAX_RESULTS_BYTES:
+        raise SchemaError(where, [f"{len(data)} bytes is too large for a results file"])
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SchemaError(where, ["not UTF-8 text"]) from None
+    except json.JSONDecodeError as exc:
+        raise SchemaError(where, [f"not JSON: {exc.msg} at line {exc.lineno}"]) from None
+    return validate_results(doc, where)

@@ -1,0 +1,139 @@
+"""The must-show: a relayed eval survives the console being killed, and the leaderboard fills.
+
+Real sshd hosts, real harness runs (tiny drafters on the CPU), the CLI as
+separate processes: the process that launched the job is SIGKILLed while the
+job runs on its host; new processes re-attach, collect and rank it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+from dflash_tui.evals.jobs import JobStore
+from tests.evals.conftest import Cluster, pgroup_alive
+
+DEADLINE_S = 60
+
+
+def _jobs_db(cluster: Cluster) -> Path:
+    return cluster.config.parent / "state" / "state.sqlite3"
+
+
+def _wait_for_running(cluster: Cluster, proc: subprocess.Popen[str]) -> dict[str, object]:
+    """The launched job's row once it runs on its host (the CLI process is still waiting)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if _jobs_db(cluster).exists():
+            conn = sqlite3.connect(_jobs_db(cluster))
+            conn.row_factory = sqlite3.Row
+            try:
+                jobs = JobStore(conn).list()
+            except sqlite3.OperationalError:  # tables not created yet
+                jobs = []
+            finally:
+                conn.close()
+            if jobs and jobs[0].state == "running" and jobs[0].pid:
+                return jobs[0].as_dict()
+            if jobs and jobs[0].terminal:
+                raise AssertionError(f"job ended before it ran: {jobs[0]}")
+        time.sleep(0.1)
+    raise AssertionError("the job never started")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_relayed_eval_survives_console_kill_and_reaches_the_leaderboard(cluster: Cluster) -> None:
+    # 1. Start the eval of `student` (it lives on `store`) and follow it, as the console does.
+    console = subprocess.Popen(
+        cluster.cli("eval", "student", "coding", "--wait"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    job = _wait_for_running(cluster, console)
+    pgid = int(job["pid"])  # type: ignore[arg-type]
+
+    # It was relayed to the suite's host first, byte for byte.
+    copy = Path(str(job["remote_checkpoint_path"]))
+    assert copy.is_relative_to(cluster.gpu.home / ".cache/dflash-tui/checkpoints")
+    for name in ("config.json", "model.safetensors"):
+        assert _sha(copy / name) == _sha(cluster.paths["student"] / name)
+    assert "CUDA_VISIBLE_DEVICES=0" in str(job["command"])
+
+    # 2. Kill the console mid-run: the job lives on in its own process group on the host.
+    console.send_signal(signal.SIGKILL)
+    console.wait(10)
+    assert pgroup_alive(pgid)
+    job_dir = Path(str(job["remote_dir"]))
+    recorded = json.loads((job_dir / "job.json").read_text())
+    assert recorded["pid"] == pgid and recorded["proc_start"] == job["proc_start"]
+    assert "CUDA_VISIBLE_DEVICES=0" in recorded["command"]
+
+    # 3. A new process re-attaches: still running.
+    out = subprocess.run(cluster.cli("jobs", "--json"), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (listed,) = json.loads(out.stdout)["jobs"]
+    assert listed["id"] == job["id"] and listed["state"] == "running"
+
+    # 4. Let it finish; meanwhile evaluate the baseline (on its own host, no relay) to the end.
+    cluster.gate.open()
+    base = subprocess.run(
+        cluster.cli("eval", "zlab", "coding", "--wait", "--json"),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
+    assert base.returncode == 0, base.stdout + base.stderr
+    base_job = json.loads(base.stdout)["job"]
+    assert base_job["state"] == "done" and base_job["remote_checkpoint_path"] == str(
+        cluster.paths["zlab"]
+    )
+
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        out = subprocess.run(cluster.cli("jobs", "--json"), capture_output=True, text=True)
+        states = {j["id"]: j for j in json.loads(out.stdout)["jobs"]}
+        if states[job["id"]]["state"] == "done" or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    finished = states[job["id"]]
+    assert finished["state"] == "done", finished
+    assert finished["progress_done"] == finished["progress_total"] > 0
+    assert not pgroup_alive(pgid)
+
+    # 5. Collect: the student's results and log land in results/<suite>/<checkpoint>__<job-id>/.
+    out = subprocess.run(cluster.cli("collect", "--json"), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    stored = json.loads(out.stdout)["stored"]
+    assert [(s["checkpoint"], s["job_id"]) for s in stored] == [("student", job["id"])]
+    folder = cluster.config.parent / "results" / "coding" / f"student__{job['id']}"
+    results = json.loads((folder / "eval_results.json").read_text())
+    assert results["schema"] == "dflash-eval/1" and results["checkpoint"]["name"] == "student"
+    assert '"event": "done"' in (folder / "log").read_text()
+
+    # 6. The leaderboard ranks both, with the ratio against the baseline.
+    out = subprocess.run(
+        cluster.cli("leaderboard", "coding", "--json", "--tasks"), capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    board = json.loads(out.stdout)
+    assert board["baseline"] == "zlab" and board["sort"] == "tau_top1"
+    rows = {r["checkpoint"]: r for r in board["rows"]}
+    zlab, student = rows["zlab"], rows["student"]
+    assert zlab["baseline"] and zlab["ratios"]["tau_top1"] == 1.0
+    ratio = student["metrics"]["tau_top1"] / zlab["metrics"]["tau_top1"]
+    assert abs(student["ratios"]["tau_top1"] - ratio) < 1e-12
+    assert student["vs_baseline"]["tau_top1"] == f"{ratio * 100:.0f}% of zlab"
+    assert student["step"] == 4000 and student["job_id"] == job["id"]
+    assert ratio < 1.0  # the weaker copy ranks below the baseline
+    assert [r["checkpoint"] for r in board["rows"]][:2] == ["zlab", "student"]
+    assert set(board["tasks"]) == {"json_parser", "lru_cache", "regex_engine"}

@@ -1,0 +1,193 @@
+"""Detached jobs on a real sshd host: cancel, harness failure, PID reuse, harness upload."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from dflash_tui.config import load_config
+from dflash_tui.evals.backends import LaunchSpec, SshBackend
+from dflash_tui.evals.jobs import Job, JobStore, JobUpdated
+from dflash_tui.evals.manager import JobManager, local_process_start, open_eval_state
+from dflash_tui.evals.upload import HarnessUploader, harness_sha256
+from dflash_tui.remote import HostPool
+from tests.evals.conftest import Cluster, pgroup_alive
+
+
+@pytest.fixture
+async def manager(cluster: Cluster) -> AsyncIterator[JobManager]:
+    config = load_config(cluster.config)
+    conn = open_eval_state(config.console.state_dir)
+    pool = HostPool(config)
+    mgr = JobManager(config, pool, conn)
+    yield mgr
+    await mgr.close()
+    await pool.close()
+    conn.close()
+
+
+def _pgrep_group(pgid: int) -> list[str]:
+    out = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+async def test_cancel_kills_the_remote_process_group(cluster: Cluster, manager: JobManager) -> None:
+    events: list[JobUpdated] = []
+    manager.subscribe(events.append)
+    job = await manager.launch("zlab", "coding")  # the gate is closed: it runs but cannot end
+    assert job.state == "running", job
+    assert job.pid and job.remote_dir
+    members = _pgrep_group(job.pid)
+    assert len(members) >= 2  # the job's shell and the (gated) harness python under it
+    assert [e.state for e in events][:2] == ["queued", "uploading"]
+
+    # Another process cancels it, as `dflash-tui cancel` does.
+    out = subprocess.run(
+        cluster.cli("cancel", job.id[:17], "--json"), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["state"] == "cancelled"
+    assert _pgrep_group(job.pid) == []  # nothing of the group is left on the host
+    assert not (Path(job.remote_dir) / "rc").exists()
+    assert (Path(job.remote_dir) / "cancelled").exists()
+
+    # This process re-reads the row; a poll does not resurrect it, a second cancel refuses.
+    assert manager.job(job.id).state == "cancelled"
+    await manager.poll()
+    assert manager.job(job.id).state == "cancelled"
+    again = subprocess.run(cluster.cli("cancel", job.id), capture_output=True, text=True)
+    assert again.returncode == 1 and "already cancelled" in again.stderr
+
+
+def test_a_failing_harness_shows_the_failure_and_its_last_log_lines(cluster: Cluster) -> None:
+    cluster.gate.open()
+    out = subprocess.run(
+        cluster.cli("eval", "alien", "coding", "--wait", "--json"),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    job = json.loads(out.stdout)["job"]
+    assert job["state"] == "failed" and job["exit_code"] == 2  # bad input
+    assert "cannot evaluate drafter" in job["error"]  # the harness's own message
+    assert any(line.startswith("error: cannot evaluate drafter") for line in job["log_tail"])
+    assert "collect" not in json.loads(out.stdout)
+
+    shown = subprocess.run(cluster.cli("jobs", job["id"]), capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "failed: cannot evaluate drafter" in shown.stdout
+    assert "| error: cannot evaluate drafter" in shown.stdout
+
+
+async def test_a_reused_pid_is_not_mistaken_for_the_job(
+    cluster: Cluster, manager: JobManager
+) -> None:
+    # A stranger process holds the pid the job recorded; its start time differs.
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        real_start = local_process_start(stranger.pid)
+        assert real_start is not None
+
+        def fake_job(job_id: str, recorded_start: str) -> Job:
+            folder = cluster.gpu.home / ".cache/dflash-tui/jobs" / job_id
+            folder.mkdir(parents=True)
+            (folder / "pid").write_text(f"{stranger.pid}\n")
+            (folder / "pstart").write_text(f"{recorded_start}\n")
+            (folder / "log").write_text('{"event": "progress", "done": 3, "total": 9}\n')
+            (folder / "job.json").write_text(
+                json.dumps({"id": job_id, "pid": stranger.pid, "proc_start": recorded_start})
+            )
+            now = time.time()
+            job = Job(
+                id=job_id, backend="ssh", host="gpu", suite="coding", checkpoint="zlab",
+                checkpoint_host="gpu", checkpoint_path="models/zlab", state="running",
+                created_at=now, updated_at=now, remote_dir=str(folder), pid=stranger.pid,
+                proc_start=recorded_start,
+            )  # fmt: skip
+            return JobStore(manager.conn).insert(job)
+
+        reused = fake_job("20260101-000000-0001", str(int(real_start) - 1000))
+        genuine = fake_job("20260101-000000-0002", real_start)
+        await manager.poll()
+        assert manager.job(reused.id).state == "lost"
+        assert "PID reuse" in (manager.job(reused.id).error or "")
+        same = manager.job(genuine.id)  # the control: the same pid with its real start time
+        assert same.state == "running" and (same.progress_done, same.progress_total) == (3, 9)
+
+        # Cancelling a job whose pid was reused must not signal the stranger.
+        await SshBackend(manager.pool).cancel(reused)
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+async def test_harness_is_uploaded_once_and_verified(cluster: Cluster) -> None:
+    config = load_config(cluster.config)
+    async with HostPool(config) as pool:
+        uploader = HarnessUploader(pool)
+        assert uploader.sha256 == harness_sha256()
+        assert await uploader.ensure("gpu") is True
+        folder = cluster.gpu.home / ".cache/dflash-tui/harness" / uploader.sha256
+        assert (folder / "__main__.py").exists() and (folder / "MANIFEST").exists()
+        assert await HarnessUploader(pool).ensure("gpu") is False  # a new console: already there
+        # The installed copy runs by itself (a plain python, no package on its path).
+        ran = subprocess.run(
+            [sys.executable, "-I", str(folder), "--help"], capture_output=True, text=True
+        )
+        assert ran.returncode == 0 and "--drafter" in ran.stdout
+
+
+async def test_several_jobs_on_several_hosts_at_once(cluster: Cluster, manager: JobManager) -> None:
+    """Two jobs on gpu get different GPUs; one poll round covers both with one command."""
+    first = await manager.start_eval("zlab", "coding")
+    second = await manager.start_eval("zlab", "coding")
+    a = await manager.wait(first.id, started_only=True)
+    b = await manager.wait(second.id, started_only=True)
+    assert {a.gpu, b.gpu} == {"0", "1"} and a.state == b.state == "running"
+    commands: list[str] = []
+    original = manager.pool.run
+
+    async def counting_run(host, argv, **kw):  # type: ignore[no-untyped-def]
+        commands.append(host)
+        return await original(host, argv, **kw)
+
+    manager.pool.run = counting_run  # type: ignore[method-assign]
+    await manager.poll()
+    assert commands == ["gpu"]
+    manager.pool.run = original  # type: ignore[method-assign]
+    for job in (a, b):
+        await manager.cancel(job.id)
+        assert not pgroup_alive(job.pid or 0)
+
+
+async def test_launch_spec_reaches_the_host_quoted(cluster: Cluster) -> None:
+    """Odd characters in arguments arrive intact (values travel as positional arguments)."""
+    cluster.gate.open()
+    config = load_config(cluster.config)
+    async with HostPool(config) as pool:
+        await HarnessUploader(pool).ensure("gpu")
+        spec = LaunchSpec(
+            job_id="20260101-000000-beef",
+            host="gpu",
+            python="/bin/echo",
+            harness_sha=harness_sha256(),
+            harness_args=("--name", 'it\'s $HOME `x` "q"'),
+            gpu="3",
+            submitted_at=0.0,
+        )
+        launched = await SshBackend(pool).submit(spec)
+        log = Path(launched.remote_dir) / "log"
+        deadline = time.monotonic() + 10
+        while not (Path(launched.remote_dir) / "rc").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert log.read_text().rstrip("\n").endswith('--name it\'s $HOME `x` "q"')
+        assert "CUDA_VISIBLE_DEVICES=3" in launched.command
+        assert json.loads((Path(launched.remote_dir) / "job.json").read_text())["gpu"] == "3"
