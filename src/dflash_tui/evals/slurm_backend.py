@@ -157,7 +157,7 @@ class ArrayBatch:
         self.backend = backend
         self.host = host
         self.max_parallel = max_parallel
-        self.expected: set[str] = set()
+        self.expected: dict[str, None] = {}  # in the sweep's order (array task order)
         self.dropped: set[str] = set()
         self.sealed = False
         self.submission: str | None = None
@@ -165,7 +165,7 @@ class ArrayBatch:
         self._flushing = False
 
     def expect(self, job_id: str) -> None:
-        self.expected.add(job_id)
+        self.expected[job_id] = None
 
     def seal(self) -> None:
         """No more jobs will be expected; submit as soon as the expected ones are in."""
@@ -187,13 +187,13 @@ class ArrayBatch:
     def _maybe_flush(self) -> None:
         if self._flushing or not self.sealed:
             return
-        if set(self._waiting) | self.dropped < self.expected:
+        if not set(self.expected) <= set(self._waiting) | self.dropped:
             return
         self._flushing = True
         asyncio.get_running_loop().create_task(self._flush(), name=f"slurm-array:{self.host}")
 
     async def _flush(self) -> None:
-        items = sorted(self._waiting.items())
+        items = [(i, self._waiting[i]) for i in self.expected if i in self._waiting]
         if not items:
             return
         specs = [spec for _, (spec, _) in items]
