@@ -26,6 +26,8 @@ def test_missing_names_what_a_checkpoint_still_lacks() -> None:
     assert _listing("a", model__safetensors=5).missing() == "no config.json yet"
     assert _listing("a", config__json=2).missing() == "no weight files yet"
     assert _listing("a", config__json=2, model__safetensors=5).missing() is None
+    temporary = _listing("ckpt/step-2000.tmp-77", config__json=2, model__safetensors=5)
+    assert "temporary" in (temporary.missing() or "")
     assert (
         _listing("a", config__json=2, model__safetensors=0).missing()
         == "model.safetensors is empty"

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -43,6 +44,8 @@ SINGLE_WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 PARTIAL_SUFFIXES = (".part", ".tmp", ".partial", ".incomplete", ".lock")
 DEFAULT_INTERVAL_S = 10.0
+# `step-2000.tmp-123`, `step-2000.part`: a directory written under a temporary name.
+_TEMPORARY = re.compile(r"\.(tmp|part|partial|incomplete)(\b|[-_.]|$)", re.I)
 
 # One line per directory (`D path`), per file (`F size mtime name`) and per
 # shard named in the index (`S "name"`). Relative globs are relative to the
@@ -78,6 +81,8 @@ class Listing:
     def missing(self) -> str | None:
         """Why the directory is not a whole checkpoint yet, or None if it has every file."""
         names = set(self.files)
+        if _TEMPORARY.search(posixpath.basename(self.path.rstrip("/"))):
+            return "a temporary directory (a trainer writing it renames it when done)"
         partial = sorted(n for n in names if n.endswith(PARTIAL_SUFFIXES))
         if partial:
             return f"still being written ({partial[0]})"
