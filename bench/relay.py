@@ -1,0 +1,248 @@
+"""Relay throughput: `dflash-tui relay` against `scp -3` and a two-ssh pipe, side by side.
+
+Starts two real OpenSSH sshd hosts on loopback (the test bed's SshdHost),
+writes one incompressible file (1 GiB by default) on host A, then copies it
+to host B with each method in turn, for several interleaved rounds (so load
+from other processes hits all methods alike), and prints the median time,
+MB/s and the ratios. Every copy is checked by sha256 afterwards; a wrong copy
+aborts the benchmark.
+
+* `dflash-tui relay a:SRC b:DST` (the CLI as an operator runs it: AES-GCM,
+  ranges hashed at both ends, whole-file sha256 at both ends, .part + rename);
+* `scp -3 scp://a/SRC scp://b/DST` (OpenSSH defaults, no verification);
+* `ssh a cat SRC | ssh b 'cat > DST'` (OpenSSH defaults, no verification).
+
+    .venv/bin/python bench/relay.py                 # 1 GiB, 3 rounds
+    .venv/bin/python bench/relay.py --size-mib 256 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+
+from tests.testbed import ClientKey, SshdHost, hosts_toml, sshd_host_entry  # noqa: E402
+
+MB = 1_000_000
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds of the finished descendants that `pid` has reaped (utime+stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) * TICK_S
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb", buffering=0) as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_random(path: Path, size: int) -> str:
+    digest = hashlib.sha256()
+    with path.open("wb") as f:
+        left = size
+        while left:
+            chunk = os.urandom(min(1 << 20, left))
+            digest.update(chunk)
+            f.write(chunk)
+            left -= len(chunk)
+    return digest.hexdigest()
+
+
+class Bench:
+    def __init__(self, work: Path, size: int, streams: int | None) -> None:
+        self.work = work
+        self.size = size
+        self.streams = streams
+        key = ClientKey.generate(work / "key")
+        self.key = key
+        self.a = SshdHost(work / "a", key).start()
+        self.b = SshdHost(work / "b", key).start()
+        self.known = work / "known_hosts"
+        self.known.write_text(self.a.known_hosts_line() + self.b.known_hosts_line())
+        self.config = hosts_toml(
+            work / "hosts.toml",
+            {"a": sshd_host_entry(self.a, key), "b": sshd_host_entry(self.b, key)},
+            known_hosts=self.known,
+        )
+        self.src = work / "a-data" / "model.safetensors"
+        self.src.parent.mkdir()
+        (work / "b-data").mkdir()
+        print(f"writing {size / MB:.0f} MB of random bytes to {self.src} ...", flush=True)
+        self.sha = _write_random(self.src, size)
+        self.run_no = 0
+
+    def cpu_s(self) -> float:
+        """CPU used so far by both sshd trees (finished sessions) and our finished children."""
+        assert self.a.process is not None and self.b.process is not None
+        return _tree_cpu_s(self.a.process.pid) + _tree_cpu_s(self.b.process.pid) + _children_cpu_s()
+
+    def close(self) -> None:
+        self.a.stop()
+        self.b.stop()
+
+    def _ssh(self, host: SshdHost) -> list[str]:
+        return [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"UserKnownHostsFile={self.known}",
+            "-i",
+            str(self.key.private),
+            "-p",
+            str(host.port),
+            "root@127.0.0.1",
+        ]
+
+    def _dst(self) -> Path:
+        self.run_no += 1
+        return self.work / "b-data" / f"copy{self.run_no}.bin"
+
+    def relay(self) -> tuple[float, Path]:
+        dst = self._dst()
+        cmd = [
+            str(ROOT / ".venv" / "bin" / "dflash-tui"),
+            "relay",
+            "--config",
+            str(self.config),
+            "--json",
+            f"a:{self.src}",
+            f"b:{dst}",
+        ]
+        if self.streams:
+            cmd += ["--streams", str(self.streams)]
+        started = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        elapsed = time.perf_counter() - started
+        if out.returncode != 0:
+            raise SystemExit(f"relay failed: {out.stderr or out.stdout[-2000:]}")
+        verified = [json.loads(x) for x in out.stdout.splitlines() if '"file_verified"' in x]
+        assert verified and verified[0]["sha256_src"] == verified[0]["sha256_dst"] == self.sha
+        return elapsed, dst
+
+    def scp3(self) -> tuple[float, Path]:
+        dst = self._dst()
+        cmd = [
+            "scp",
+            "-3",
+            "-q",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"UserKnownHostsFile={self.known}",
+            "-i",
+            str(self.key.private),
+            f"scp://root@127.0.0.1:{self.a.port}/{self.src}",
+            f"scp://root@127.0.0.1:{self.b.port}/{dst}",
+        ]
+        started = time.perf_counter()
+        subprocess.run(cmd, check=True)
+        return time.perf_counter() - started, dst
+
+    def pipe(self) -> tuple[float, Path]:
+        dst = self._dst()
+        started = time.perf_counter()
+        reader = subprocess.Popen([*self._ssh(self.a), f"cat '{self.src}'"], stdout=subprocess.PIPE)
+        writer = subprocess.Popen([*self._ssh(self.b), f"cat > '{dst}'"], stdin=reader.stdout)
+        assert reader.stdout is not None
+        reader.stdout.close()
+        if writer.wait() != 0 or reader.wait() != 0:
+            raise SystemExit("ssh pipe failed")
+        return time.perf_counter() - started, dst
+
+
+METHODS = {
+    "relay": ("dflash-tui relay (verified)", Bench.relay),
+    "scp3": ("scp -3", Bench.scp3),
+    "pipe": ("ssh a cat | ssh b 'cat > f'", Bench.pipe),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--streams", type=int, default=None, help="dflash-tui relay --streams")
+    parser.add_argument("--methods", default="relay,scp3,pipe")
+    parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    args = parser.parse_args()
+    if not shutil.which("sshd") and not Path("/usr/sbin/sshd").exists():
+        raise SystemExit("needs OpenSSH sshd (apt-get install openssh-server)")
+    work = Path(tempfile.mkdtemp(prefix="relay-bench-", dir=args.dir))
+    methods = args.methods.split(",")
+    size = args.size_mib << 20
+    bench = Bench(work, size, args.streams)
+    times: dict[str, list[float]] = {m: [] for m in methods}
+    cpus: dict[str, list[float]] = {m: [] for m in methods}
+    load0 = os.getloadavg()
+    try:
+        for rnd in range(args.rounds):
+            for name in methods:
+                cpu0 = bench.cpu_s()
+                elapsed, dst = getattr(bench, METHODS[name][1].__name__)()
+                time.sleep(0.5)  # let sshd reap the finished sessions
+                cpu = bench.cpu_s() - cpu0
+                got = _sha256(dst)
+                if got != bench.sha:
+                    raise SystemExit(f"{name}: WRONG COPY sha256 {got} != {bench.sha}")
+                dst.unlink()
+                times[name].append(elapsed)
+                cpus[name].append(cpu)
+                print(
+                    f"round {rnd + 1} {METHODS[name][0]:32s} {elapsed:7.2f} s "
+                    f"{size / MB / elapsed:7.1f} MB/s  cpu {cpu:6.2f} s  sha256 ok",
+                    flush=True,
+                )
+    finally:
+        bench.close()
+        shutil.rmtree(work, ignore_errors=True)
+    load1 = os.getloadavg()
+    print()
+    print(
+        f"{size / MB:.0f} MB file, {args.rounds} round(s), {os.cpu_count()} CPUs "
+        f"({platform.processor() or platform.machine()}), load average "
+        f"{load0[0]:.2f} before, {load1[0]:.2f} after"
+    )
+    medians = {m: statistics.median(t) for m, t in times.items()}
+    cpu_medians = {m: statistics.median(t) for m, t in cpus.items()}
+    print(f"{'method':34s} {'median s':>9s} {'MB/s':>8s} {'best MB/s':>9s} {'CPU s':>7s}")
+    for m in methods:
+        print(
+            f"{METHODS[m][0]:34s} {medians[m]:9.2f} {size / MB / medians[m]:8.1f} "
+            f"{size / MB / min(times[m]):9.1f} {cpu_medians[m]:7.2f}"
+        )
+    if "relay" in medians:
+        for m in methods:
+            if m != "relay":
+                print(
+                    f"relay vs {METHODS[m][0]}: throughput {medians[m] / medians['relay']:.2f}x, "
+                    f"CPU used {cpu_medians['relay'] / cpu_medians[m]:.2f}x"
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""`dflash-tui relay SRC DST`: copy a file or directory between hosts, verified and resumable.
+
+Also `relay --list` (transfers in the local state, unfinished first) and
+`relay --resume ID`. Progress is one updating line on a terminal, plain
+lines otherwise, and JSON lines (one event per line) with `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import TextIO
+
+from dflash_tui.commands import CommandError
+from dflash_tui.commands.output import print_json, print_table
+from dflash_tui.config import load_config
+from dflash_tui.remote.pool import HostPool
+from dflash_tui.transfer import (
+    EndpointError,
+    FileProgress,
+    FileVerified,
+    RelayOptions,
+    Retrying,
+    TransferError,
+    TransferEvent,
+    TransferFailed,
+    TransferFinished,
+    TransferStarted,
+    list_transfers,
+    open_transfer_state,
+    relay,
+    resume_transfer,
+)
+
+LIST_COLUMNS = [
+    ("id", "ID"),
+    ("state", "STATE"),
+    ("src", "SRC"),
+    ("dst", "DST"),
+    ("progress", "DONE"),
+    ("updated", "UPDATED"),
+    ("error", "ERROR"),
+]
+PLAIN_INTERVAL_S = 5.0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "relay",
+        parents=[common],
+        help="copy host:path or a local path to another, through this machine, verified",
+        description="Copy SRC to DST (each `host:path` or a local path; a local path with ':' "
+        "is written ./a:b). Host-to-host data streams through this machine without touching "
+        "its disk. Every range and the whole file are checked by sha256 at both ends; the "
+        "destination is written as NAME.part and renamed only after the check. An interrupted "
+        "relay resumes when run again. Exit 0 ok, 1 failed, 2 bad usage.",
+    )
+    p.add_argument("src", metavar="SRC", nargs="?", help="host:path or a local path")
+    p.add_argument("dst", metavar="DST", nargs="?", help="host:path or a local path")
+    p.add_argument("--force", action="store_true", help="replace a destination that differs")
+    p.add_argument(
+        "--keep-local", metavar="PATH", help="also keep a verified copy on this machine at PATH"
+    )
+    p.add_argument(
+        "--direct",
+        action="store_true",
+        help="let DST pull straight from SRC with its own ssh (checked first; DST needs "
+        "network access and credentials for SRC)",
+    )
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=5,
+        metavar="N",
+        help="retries with backoff when a connection drops (default 5)",
+    )
+    p.add_argument(
+        "--streams",
+        type=int,
+        default=RelayOptions.streams,
+        metavar="N",
+        help=f"ranges moved at once (default {RelayOptions.streams})",
+    )
+    p.add_argument(
+        "--range-mib",
+        type=int,
+        default=RelayOptions.range_bytes // (1 << 20),
+        metavar="MIB",
+        help="size of the verified, resumable ranges (default %(default)s MiB)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON lines (one event per line)")
+    p.add_argument("--list", action="store_true", help="list transfers in the local state")
+    p.add_argument("--resume", metavar="ID", help="resume the unfinished transfer ID")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if args.list:
+        return _list(config.console.state_dir, args.json)
+    if args.resume and (args.src or args.dst):
+        raise CommandError("give either SRC DST or --resume ID, not both", 2)
+    if not args.resume and not (args.src and args.dst):
+        raise CommandError("relay needs SRC and DST (or --resume ID, or --list)", 2)
+    if args.retries < 0 or args.streams < 1 or args.range_mib < 1:
+        raise CommandError("--retries must be >= 0, --streams and --range-mib >= 1", 2)
+    options = RelayOptions(
+        force=args.force,
+        keep_local=args.keep_local,
+        direct=args.direct,
+        retries=args.retries,
+        streams=args.streams,
+        range_bytes=args.range_mib << 20,
+    )
+    printer = _Printer(sys.stdout, json_lines=args.json)
+    try:
+        return asyncio.run(_relay(config, args, options, printer))
+    finally:
+        printer.close()
+
+
+async def _relay(config, args: argparse.Namespace, options: RelayOptions, printer) -> int:  # type: ignore[no-untyped-def]
+    conn = open_transfer_state(config.console.state_dir)
+    try:
+        async with HostPool(config) as pool:
+            try:
+                if args.resume:
+                    result = await resume_transfer(
+                        pool, conn, args.resume, options=options, on_event=printer
+                    )
+                else:
+                    result = await relay(
+                        pool, conn, args.src, args.dst, options=options, on_event=printer
+                    )
+            except EndpointError as exc:
+                raise CommandError(str(exc), 2) from None
+            except TransferError as exc:
+                if exc.kind == "usage":
+                    raise CommandError(exc.message, 2) from None
+                printer.failed(exc)
+                return 1
+    finally:
+        conn.close()
+    printer.summary(result)
+    return 0
+
+
+def _list(state_dir, as_json: bool) -> int:  # type: ignore[no-untyped-def]
+    conn = open_transfer_state(state_dir)
+    try:
+        records = list_transfers(conn)
+    finally:
+        conn.close()
+    if as_json:
+        print_json([r.as_dict() for r in records])
+        return 0
+    records.sort(key=lambda r: (not r.unfinished, -r.started_at))
+    rows = []
+    for r in records:
+        pct = f"{100 * r.bytes_done / r.bytes_total:.0f}%" if r.bytes_total else "-"
+        rows.append(
+            {
+                **r.as_dict(),
+                "progress": pct,
+                "updated": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated_at)),
+                "error": (r.error or "")[:60] or None,
+            }
+        )
+    print_table(rows, LIST_COLUMNS)
+    return 0
+
+
+class _Printer:
+    """Turns transfer events into a progress line, plain lines, or JSON lines."""
+
+    def __init__(self, out: TextIO, *, json_lines: bool) -> None:
+        self.out = out
+        self.json_lines = json_lines
+        self.tty = out.isatty() and not json_lines
+        self.last_plain = 0.0
+        self.line_open = False
+        self.failure_shown = False
+
+    def __call__(self, event: TransferEvent) -> None:
+        if self.json_lines:
+            self.out.write(json.dumps(event.as_dict()) + "\n")
+            self.out.flush()
+            return
+        if isinstance(event, FileProgress):
+            self._progress(event)
+        elif isinstance(event, TransferStarted):
+            resumed = (
+                f", resuming: {_size(event.bytes_verified)} already verified"
+                if event.resumed
+                else ""
+            )
+            self._line(
+                f"{event.mode} {event.src} -> {event.dst}: {event.files} file(s), "
+                f"{_size(event.bytes_total)}{resumed} [transfer {event.transfer_id}]"
+            )
+        elif isinstance(event, FileVerified):
+            state = "already up to date" if event.skipped else "verified"
+            self._line(
+                f"{state}: {event.dst} ({_size(event.size)})\n"
+                f"  sha256 source      {event.sha256_src}\n"
+                f"  sha256 destination {event.sha256_dst}"
+            )
+        elif isinstance(event, Retrying):
+            self._line(
+                f"connection lost ({event.reason}); retry {event.attempt}/{event.retries} "
+                f"in {event.delay_s:.1f}s"
+            )
+        elif isinstance(event, TransferFailed):
+            self.failure_shown = True
+            self._line(f"error: {event.reason}", err=True)
+            if event.hint:
+                self._line(f"hint: {event.hint}", err=True)
+        elif isinstance(event, TransferFinished):
+            self._line(
+                f"done: {event.files} file(s), {_size(event.bytes_total)}; sent "
+                f"{_size(event.bytes_sent)} in {event.elapsed_s:.1f}s "
+                f"({_rate(event.rate_bps)})"
+            )
+
+    def _progress(self, e: FileProgress) -> None:
+        eta = f"ETA {_duration(e.overall_eta_s)}" if e.overall_eta_s is not None else "ETA -"
+        pct = 100 * e.bytes_done / e.bytes_total if e.bytes_total else 100.0
+        total_pct = 100 * e.overall_done / e.overall_total if e.overall_total else 100.0
+        text = (
+            f"{e.path} {pct:3.0f}% {_size(e.bytes_done)}/{_size(e.bytes_total)} "
+            f"{_rate(e.rate_bps)} | total {total_pct:3.0f}% {_rate(e.overall_rate_bps)} {eta}"
+        )
+        if self.tty:
+            self.out.write("\r\x1b[K" + text)
+            self.out.flush()
+            self.line_open = True
+            return
+        now = time.monotonic()
+        if now - self.last_plain >= PLAIN_INTERVAL_S:
+            self.last_plain = now
+            self._line(text)
+
+    def _line(self, text: str, *, err: bool = False) -> None:
+        if self.line_open:
+            self.out.write("\r\x1b[K")
+            self.line_open = False
+        stream = sys.stderr if err else self.out
+        stream.write(text + "\n")
+        stream.flush()
+
+    def failed(self, exc: TransferError) -> None:
+        if not self.failure_shown and not self.json_lines:
+            self._line(f"error: {exc.message}", err=True)
+        elif self.json_lines and not self.failure_shown:
+            self.out.write(
+                json.dumps({"event": "transfer_failed", "reason": exc.message, "kind": exc.kind})
+                + "\n"
+            )
+
+    def summary(self, result) -> None:  # type: ignore[no-untyped-def]
+        if self.json_lines:
+            return
+
+    def close(self) -> None:
+        if self.line_open:
+            self.out.write("\n")
+            self.line_open = False
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.2f} TB"
+
+
+def _rate(bps: float) -> str:
+    return f"{bps / 1e6:.1f} MB/s"
+
+
+def _duration(s: float) -> str:
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"

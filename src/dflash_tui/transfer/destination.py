@@ -1,0 +1,178 @@
+"""Before any byte moves: collisions, files already up to date, free space, .part files.
+
+Everything that would make the transfer fail for a reason known up front is
+found here, so nothing is sent (and no .part is created) for a transfer that
+cannot finish: a file or directory in the way, an existing destination that
+differs (without `force`), too little space.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
+
+from dflash_tui.transfer.endpoints import Endpoint
+from dflash_tui.transfer.errors import TransferError
+from dflash_tui.transfer.plan import (
+    SourceFile,
+    SourceTree,
+    describe_failure,
+    free_bytes,
+    inspect_paths,
+)
+from dflash_tui.transfer.scripts import PREPARE, argv
+from dflash_tui.transfer.sides import Side
+from dflash_tui.transfer.store import FileRecord
+
+MAX_LISTED = 5
+HASH_CONCURRENCY = 4
+
+
+class _JobLike(Protocol):
+    file: SourceFile
+    src_path: str
+    dst_final: str
+    dst_part: str
+
+
+Hasher = Callable[[str], Awaitable[str]]
+
+
+class DestinationCheck:
+    """Finds collisions and up-to-date files at the destination of one transfer."""
+
+    def __init__(self, side: Side, root: Endpoint, *, force: bool) -> None:
+        self.side = side
+        self.root = root
+        self.force = force
+
+    def _where(self, path: str) -> str:
+        return f"{self.side.label}:{path}"
+
+    async def run(
+        self,
+        tree: SourceTree,
+        jobs: Sequence[_JobLike],
+        recorded: Mapping[str, FileRecord],
+        src_hash: Hasher,
+        dst_hash: Hasher,
+    ) -> list[tuple[_JobLike, str]]:
+        """Jobs already at the destination (with their sha256); raises on collisions."""
+        paths = [p for j in jobs for p in (j.dst_final, j.dst_part)]
+        paths += [self.root.join(d).path for d in tree.dirs]
+        states = await inspect_paths(self.side, paths)
+        finals, parts = states[0 : 2 * len(jobs) : 2], states[1 : 2 * len(jobs) : 2]
+        problems: list[str] = []
+        for d, state in zip(tree.dirs, states[2 * len(jobs) :], strict=True):
+            if state.kind in ("f", "o"):
+                problems.append(f"{self._where(self.root.join(d).path)}: a file is in the way")
+        done: list[tuple[_JobLike, str]] = []
+        same_size: list[_JobLike] = []
+        for job, final, part in zip(jobs, finals, parts, strict=True):
+            where = self._where(job.dst_final)
+            if part.kind in ("d", "o"):
+                problems.append(f"{where}.part: something other than a file is in the way")
+            if final.kind in ("d", "o"):
+                problems.append(f"{where}: a directory or special file is in the way")
+            elif final.kind == "f":
+                rec = recorded.get(job.file.rel)
+                if (
+                    rec is not None
+                    and rec.state in ("done", "skipped")
+                    and rec.size == job.file.size == final.size
+                    and rec.sha256_dst
+                ):
+                    done.append((job, rec.sha256_dst))  # finished by this transfer already
+                elif final.size == job.file.size:
+                    same_size.append(job)
+                elif not self.force:
+                    problems.append(
+                        f"{where}: exists ({final.size} bytes) and differs from the source "
+                        f"({job.file.size} bytes); use --force to replace it"
+                    )
+        _raise(problems)
+        if same_size:
+            done += await self._compare(same_size, src_hash, dst_hash)
+        return done
+
+    async def _compare(
+        self, jobs: list[_JobLike], src_hash: Hasher, dst_hash: Hasher
+    ) -> list[tuple[_JobLike, str]]:
+        """Same size at both ends: equal sha256 means up to date, else a collision."""
+        semaphore = asyncio.Semaphore(HASH_CONCURRENCY)
+
+        async def limited(call: Awaitable[str]) -> str:
+            async with semaphore:
+                return await call
+
+        hashes = await asyncio.gather(
+            *[limited(src_hash(j.src_path)) for j in jobs],
+            *[limited(dst_hash(j.dst_final)) for j in jobs],
+        )
+        done: list[tuple[_JobLike, str]] = []
+        problems = []
+        for job, s, d in zip(jobs, hashes[: len(jobs)], hashes[len(jobs) :], strict=True):
+            if s == d:
+                done.append((job, s))
+            elif not self.force:
+                problems.append(
+                    f"{self._where(job.dst_final)}: exists with the same size but a different "
+                    "sha256; use --force to replace it"
+                )
+        _raise(problems)
+        return done
+
+
+def _raise(problems: list[str]) -> None:
+    if problems:
+        more = f" (and {len(problems) - MAX_LISTED} more)" if len(problems) > MAX_LISTED else ""
+        raise TransferError(
+            "name collision: " + "; ".join(problems[:MAX_LISTED]) + more, kind="collision"
+        )
+
+
+async def check_space(side: Side, root: Endpoint, need: int) -> None:
+    """TransferError(disk_full) when the filesystem under `root` has less than `need` free."""
+    if need <= 0:
+        return
+    existing = await existing_dir(side, root.path)
+    free = await free_bytes(side, existing)
+    if free is not None and free < need:
+        raise TransferError(
+            f"{side.label}:{root.path}: not enough space: {_size(need)} to write, "
+            f"{_size(free)} free in {existing}",
+            kind="disk_full",
+        )
+
+
+async def prepare(side: Side, root: Endpoint, tree: SourceTree, parts: list[str]) -> None:
+    """Create the directory tree and the .part files (existing ones are kept for resume)."""
+    dirs = [root.path] if tree.is_dir else []
+    dirs += [root.join(d).path for d in tree.dirs]
+    if not dirs and not parts:
+        return
+    out = await side.run(argv(PREPARE, len(dirs), *dirs, *parts))
+    if not out.ok:
+        raise describe_failure(f"{side.label}:{root.path}", out, "creating the destination")
+
+
+async def existing_dir(side: Side, path: str) -> str:
+    """The deepest existing directory at or above `path` (where df can look)."""
+    candidates = [path]
+    while candidates[-1] not in ("/", ".", ""):
+        candidates.append(posixpath.dirname(candidates[-1].rstrip("/")) or ".")
+    states = await inspect_paths(side, candidates)
+    for candidate, state in zip(candidates, states, strict=True):
+        if state.kind == "d":
+            return candidate
+    return "."
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

@@ -1,0 +1,192 @@
+"""Progress events of a transfer, and the throttled tracker that emits them.
+
+The UI turns them into progress bars and the CLI into a progress line (or
+JSON lines). Events are small frozen dataclasses; `as_dict()` gives the JSON
+form with an `event` field naming the type. FileProgress is emitted at most
+`interval_s` apart per file (10/s by default) plus once at 100%.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TransferEvent:
+    """Base of every event; `transfer_id` names the row in the transfers store."""
+
+    transfer_id: str
+
+    @property
+    def event(self) -> str:
+        name = type(self).__name__
+        return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"event": self.event, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class TransferStarted(TransferEvent):
+    """The plan is made: what is copied where, and how much was verified already."""
+
+    src: str
+    dst: str
+    mode: str  # "relay" (through this machine) or "direct"
+    files: int
+    bytes_total: int
+    bytes_verified: int  # already verified by an earlier, interrupted run
+    resumed: bool
+
+
+@dataclass(frozen=True)
+class FileProgress(TransferEvent):
+    """Bytes of `path` (relative to the transfer's root) that are done, and the whole transfer's."""
+
+    path: str
+    bytes_done: int
+    bytes_total: int
+    rate_bps: float
+    eta_s: float | None
+    overall_done: int
+    overall_total: int
+    overall_rate_bps: float
+    overall_eta_s: float | None
+
+
+@dataclass(frozen=True)
+class FileVerified(TransferEvent):
+    """`path` matches at both ends and sits under its final name (or was already up to date)."""
+
+    path: str
+    dst: str
+    size: int
+    sha256_src: str
+    sha256_dst: str
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class Retrying(TransferEvent):
+    """The link broke; waiting `delay_s` before attempt `attempt` of `retries`."""
+
+    attempt: int
+    retries: int
+    delay_s: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class TransferFinished(TransferEvent):
+    """Every file verified; `bytes_sent` counts what this run moved (not resumed bytes)."""
+
+    files: int
+    bytes_total: int
+    bytes_sent: int
+    elapsed_s: float
+    rate_bps: float
+
+
+@dataclass(frozen=True)
+class TransferFailed(TransferEvent):
+    """The transfer stopped; `resumable` means the verified part is kept for a rerun."""
+
+    reason: str
+    kind: str
+    resumable: bool
+    hint: str = ""
+
+
+EventSink = Callable[[TransferEvent], None]
+
+
+@dataclass
+class _Rate:
+    """Bytes per second over a sliding window of recent samples."""
+
+    window_s: float = 3.0
+    samples: list[tuple[float, int]] = field(default_factory=list)
+
+    def add(self, now: float, total: int) -> float:
+        self.samples.append((now, total))
+        while len(self.samples) > 2 and now - self.samples[0][0] > self.window_s:
+            self.samples.pop(0)
+        t0, b0 = self.samples[0]
+        return (total - b0) / (now - t0) if now > t0 else 0.0
+
+
+def _eta(left: int, rate: float) -> float | None:
+    if left <= 0:
+        return 0.0
+    return left / rate if rate > 0 else None
+
+
+class ProgressTracker:
+    """Counts bytes per file and overall and emits throttled FileProgress events."""
+
+    def __init__(
+        self,
+        transfer_id: str,
+        sink: EventSink,
+        *,
+        overall_total: int,
+        interval_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.transfer_id = transfer_id
+        self.sink = sink
+        self.interval_s = interval_s
+        self.clock = clock
+        self.overall_total = overall_total
+        self.overall_done = 0
+        self.bytes_sent = 0
+        self._files: dict[str, list[int]] = {}  # path -> [done, total]
+        self._rates: dict[str, _Rate] = {}
+        self._overall_rate = _Rate()
+        self._last_emit: dict[str, float] = {}
+
+    def add_file(self, path: str, total: int, done: int = 0) -> None:
+        self._files[path] = [done, total]
+        self._rates[path] = _Rate()
+        self.overall_done += done
+
+    def advance(self, path: str, nbytes: int) -> None:
+        """`nbytes` more of `path` went out (counted as sent)."""
+        self.bytes_sent += nbytes
+        self._move(path, nbytes)
+
+    def rewind(self, path: str, nbytes: int) -> None:
+        """A range failed: its bytes are not done after all (they stay counted as sent)."""
+        self._move(path, -nbytes)
+
+    def _move(self, path: str, nbytes: int) -> None:
+        entry = self._files[path]
+        entry[0] += nbytes
+        self.overall_done += nbytes
+        now = self.clock()
+        if entry[0] >= entry[1] or now - self._last_emit.get(path, -1e9) >= self.interval_s:
+            self._last_emit[path] = now
+            self.emit(path, now)
+
+    def emit(self, path: str, now: float | None = None) -> None:
+        now = self.clock() if now is None else now
+        done, total = self._files[path]
+        rate = self._rates[path].add(now, done)
+        overall_rate = self._overall_rate.add(now, self.overall_done)
+        self.sink(
+            FileProgress(
+                self.transfer_id,
+                path,
+                done,
+                total,
+                rate,
+                _eta(total - done, rate),
+                self.overall_done,
+                self.overall_total,
+                overall_rate,
+                _eta(self.overall_total - self.overall_done, overall_rate),
+            )
+        )

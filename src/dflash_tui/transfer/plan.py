@@ -1,0 +1,176 @@
+"""What a transfer copies: the source walked (files, sizes, modes) and where each lands.
+
+Destination naming follows cp/scp: copying into an existing directory puts
+the source under its own name there; otherwise the destination path is the
+new name, and its parent directory must exist.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from dflash_tui.transfer.endpoints import Endpoint
+from dflash_tui.transfer.errors import TransferError
+from dflash_tui.transfer.scripts import FREE_KIB, INSPECT, WALK, argv
+from dflash_tui.transfer.sides import Output, Side
+
+PART_SUFFIX = ".part"
+_INSPECT_BATCH = 256
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A regular file under the source root; `rel` is '' when the source is a single file."""
+
+    rel: str
+    size: int
+    mode: int
+    mtime: str
+
+
+@dataclass
+class SourceTree:
+    """The walked source: its directories and files, and what was left out and why."""
+
+    is_dir: bool
+    dirs: list[str] = field(default_factory=list)
+    files: list[SourceFile] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass(frozen=True)
+class PathState:
+    """What is at a destination path now: kind f (file), d (directory), o (other), n (nothing)."""
+
+    kind: str
+    size: int
+
+
+def describe_failure(where: str, out: Output, what: str) -> TransferError:
+    """A TransferError for a failed script, worded by its cause (missing, denied, full...)."""
+    text = out.error or f"exit status {out.exit_status}"
+    low = text.lower()
+    if "no space left" in low or "disk quota" in low:
+        kind, message = "disk_full", f"{where}: no space left on device while {what}"
+    elif "permission denied" in low or "operation not permitted" in low:
+        kind, message = "permission", f"{where}: permission denied while {what}"
+    elif "read-only file system" in low:
+        kind, message = "permission", f"{where}: read-only file system while {what}"
+    elif "no such file" in low:
+        kind, message = "missing", f"{where}: no such file or directory"
+    elif "collision" in low:
+        kind, message = "collision", f"{where}: {text.splitlines()[-1].removeprefix('dflash: ')}"
+    else:
+        kind, message = "failed", f"{where}: {what} failed"
+    detail = " | ".join(text.splitlines()[-3:])
+    if detail and kind != "collision":
+        message += f" ({detail})"
+    return TransferError(message, kind=kind)
+
+
+async def walk_source(side: Side, src: Endpoint) -> SourceTree:
+    """Every directory and regular file under `src` (symlinks followed)."""
+    out = await side.run(argv(WALK, src.path))
+    if not out.ok:
+        if out.exit_status is None:
+            raise TransferError(f"{src}: listing the source was cut off", kind="connection")
+        raise describe_failure(str(src), out, "reading the source")
+    records = [r for r in out.stdout.split(b"\0") if r]
+    tree = SourceTree(is_dir=False)
+    for index, raw in enumerate(records):
+        kind, size, mode, mtime, rel = raw.decode("utf-8", "surrogateescape").split(" ", 4)
+        if index == 0:
+            if kind == "d":
+                tree.is_dir = True
+                continue
+            if kind == "u":
+                raise TransferError(f"{src}: permission denied (cannot read)", kind="permission")
+            if kind != "f":
+                raise TransferError(
+                    f"{src}: not a regular file or directory (broken link, socket or device)",
+                    kind="missing",
+                )
+        if kind == "d":
+            tree.dirs.append(rel)
+        elif kind == "f":
+            tree.files.append(SourceFile(rel, int(size), int(mode, 8), mtime))
+        elif kind == "u":
+            raise TransferError(
+                f"{src.join(rel)}: permission denied (cannot read)", kind="permission"
+            )
+        else:
+            tree.skipped.append((rel, "not a regular file or directory"))
+    if not records:
+        raise TransferError(f"{src}: no such file or directory", kind="missing")
+    return tree
+
+
+async def inspect_paths(side: Side, paths: list[str]) -> list[PathState]:
+    """What is at each path on `side`, in order."""
+    states: list[PathState] = []
+    for start in range(0, len(paths), _INSPECT_BATCH):
+        batch = paths[start : start + _INSPECT_BATCH]
+        out = await side.run(argv(INSPECT, *batch))
+        if not out.ok:
+            raise describe_failure(side.label, out, "inspecting the destination")
+        lines = out.text.splitlines()
+        if len(lines) != len(batch):
+            raise TransferError(f"{side.label}: unexpected answer while inspecting the destination")
+        for line in lines:
+            kind, size = line.split()
+            states.append(PathState(kind, int(size)))
+    return states
+
+
+async def resolve_destination(side: Side, src: Endpoint, dst: Endpoint, is_dir: bool) -> Endpoint:
+    """The path the source's root will have at the destination (cp/scp rules)."""
+    state, parent = await inspect_paths(side, [dst.path, _parent(dst.path)])
+    if state.kind == "d":
+        target = dst.join(src.name)
+        (inner,) = await inspect_paths(side, [target.path])
+        if inner.kind in ("f", "o") and is_dir:
+            raise TransferError(
+                f"{target}: name collision: a file is in the way of directory {src.name}",
+                kind="collision",
+            )
+        if inner.kind == "d" and not is_dir:
+            raise TransferError(
+                f"{target}: name collision: a directory is in the way of file {src.name}",
+                kind="collision",
+            )
+        return target
+    if dst.path.endswith("/"):
+        raise TransferError(f"{dst}: no such directory", kind="missing")
+    if state.kind == "f" and is_dir:
+        raise TransferError(
+            f"{dst}: name collision: it is a file and the source is a directory", kind="collision"
+        )
+    if state.kind == "o":
+        raise TransferError(f"{dst}: exists and is not a regular file", kind="collision")
+    if parent.kind != "d":
+        raise TransferError(
+            f"{dst}: parent directory {_parent(dst.path)} does not exist", kind="missing"
+        )
+    return dst
+
+
+async def free_bytes(side: Side, path: str) -> int | None:
+    """Bytes available on the filesystem holding `path` (None if df gave no answer)."""
+    out = await side.run(argv(FREE_KIB, path))
+    try:
+        return int(out.text.strip()) * 1024 if out.ok else None
+    except ValueError:
+        return None
+
+
+def _parent(path: str) -> str:
+    return posixpath.dirname(path.rstrip("/")) or ("/" if path.startswith("/") else ".")
+
+
+def part_path(path: str) -> str:
+    return path + PART_SUFFIX

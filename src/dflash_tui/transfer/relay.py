@@ -1,0 +1,717 @@
+"""The relay engine: copy a file or directory between two endpoints, verified and resumable.
+
+Host to host, bytes flow source -> this process -> destination over pooled
+SSH channels and never touch this machine's disk (unless `keep_local` asks
+for a copy). Files move in fixed ranges, a few at once (across files and
+within a large file). Every completed range is recorded in the state
+database. When all of a file's ranges are in, the whole-file sha256 is
+computed at both ends (the source's in parallel with the transfer) and must
+match; NAME.part then gets the source's mode and is renamed, never over an
+existing file unless `force`. A dropped link is retried with backoff; a rerun
+(or `resume_transfer`) hashes the recorded ranges at both ends and sends only
+what is missing or differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from dflash_tui.remote.pool import HostPool
+from dflash_tui.transfer import destination
+from dflash_tui.transfer import direct as direct_mode
+from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
+from dflash_tui.transfer.errors import ConnectionLost, TransferError
+from dflash_tui.transfer.events import (
+    EventSink,
+    FileVerified,
+    ProgressTracker,
+    Retrying,
+    TransferEvent,
+    TransferFailed,
+    TransferFinished,
+    TransferStarted,
+)
+from dflash_tui.transfer.hashing import PrefixHasher, complete_prefix
+from dflash_tui.transfer.movers import RangeMover, RangeTask, cancel_and_wait
+from dflash_tui.transfer.plan import (
+    SourceFile,
+    SourceTree,
+    describe_failure,
+    part_path,
+    resolve_destination,
+    walk_source,
+)
+from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
+from dflash_tui.transfer.sides import LocalSide, Side, make_side
+from dflash_tui.transfer.store import TransferRecord, TransferStore
+from dflash_tui.transfer.verify import (
+    DEFAULT_RANGE_BYTES,
+    Range,
+    parse_hash_line,
+    sha256_local_file,
+    sha256_local_range,
+    split_ranges,
+)
+
+
+@dataclass(frozen=True)
+class RelayOptions:
+    """How to run a transfer; the defaults are what `dflash-tui relay` uses."""
+
+    force: bool = False
+    keep_local: str | None = None
+    direct: bool = False
+    retries: int = 5
+    streams: int = 4
+    range_bytes: int = DEFAULT_RANGE_BYTES
+    check_space: bool = True
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    progress_interval_s: float = 0.1
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One file of a finished transfer, with both ends' sha256."""
+
+    path: str
+    dst: str
+    size: int
+    sha256_src: str
+    sha256_dst: str
+    skipped: bool
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    """A finished, verified transfer; `bytes_sent` counts only what this run moved."""
+
+    transfer_id: str
+    src: str
+    dst: str
+    mode: str
+    files: list[FileResult]
+    bytes_total: int
+    bytes_sent: int
+    elapsed_s: float
+    resumed: bool
+    keep_local: str | None = None
+
+    @property
+    def rate_bps(self) -> float:
+        return self.bytes_sent / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+@dataclass
+class Job:
+    """One file on its way: where it comes from and goes, and which ranges are in."""
+
+    file: SourceFile
+    label: str
+    src_path: str
+    dst_final: str
+    dst_part: str
+    local_final: str | None
+    local_part: str | None
+    ranges: list[Range]
+    written: set[int] = field(default_factory=set)
+    src_hash: asyncio.Task[str] | None = None
+    dst_hasher: PrefixHasher | None = None
+    local_fd: int | None = None
+    done: bool = False
+
+    @property
+    def remaining(self) -> list[Range]:
+        return [r for r in self.ranges if r.offset not in self.written]
+
+    @property
+    def written_bytes(self) -> int:
+        return sum(r.length for r in self.ranges if r.offset in self.written)
+
+
+def _noop(_event: TransferEvent) -> None:
+    return None
+
+
+class _Relay:
+    def __init__(
+        self,
+        pool: HostPool,
+        conn: sqlite3.Connection,
+        src: Endpoint,
+        dst: Endpoint,
+        options: RelayOptions,
+        on_event: EventSink | None,
+        record: TransferRecord | None,
+    ) -> None:
+        self.pool = pool
+        self.store = TransferStore(conn)
+        self.src = src
+        self.dst = dst
+        self.options = options
+        self.sink = on_event or _noop
+        self.mode = "direct" if options.direct else "relay"
+        self.src_side = make_side(pool, src.host)
+        self.dst_side = make_side(pool, dst.host)
+        self.local = LocalSide()
+        self.mover = RangeMover(self.src_side, self.dst_side, pool=pool, direct=options.direct)
+        self.record = record
+        self.resumed = record is not None
+        self.range_bytes = record.range_bytes if record else options.range_bytes
+        self.transfer_id = record.id if record else ""
+        self.jobs: list[Job] = []
+        self.results: dict[str, FileResult] = {}
+        self.tracker: ProgressTracker | None = None
+        self.bytes_sent = 0
+        self.started = time.monotonic()
+        self.dst_root: Endpoint = dst
+        self.keep_root: Endpoint | None = None
+        self._tasks: list[asyncio.Task[object]] = []
+        self._fresh = True  # nothing recorded was checked by this process yet
+
+    # ------------------------------------------------------------------ top level
+
+    async def run(self) -> TransferResult:
+        self._validate()
+        if self.record is None:
+            self.transfer_id = self.store.create(
+                str(self.src),
+                str(self.dst),
+                mode=self.mode,
+                keep_local=self.options.keep_local,
+                range_bytes=self.range_bytes,
+            )
+        else:
+            self.store.claim(self.transfer_id)
+        try:
+            await self._attempts()
+        except TransferError as exc:
+            await self._fail(exc)
+            raise
+        except BaseException:
+            # Cancelled or killed: what is recorded stays; resume later.
+            await self._stop()
+            self.store.finish(
+                self.transfer_id,
+                "interrupted",
+                error="stopped",
+                error_kind="stopped",
+                resumable=True,
+            )
+            raise
+        await self._stop()
+        elapsed = time.monotonic() - self.started
+        total = sum(j.file.size for j in self.jobs)
+        self.store.set_done_bytes(self.transfer_id, total)
+        self.store.finish(self.transfer_id, "done")
+        files = [self.results[j.label] for j in self.jobs if j.label in self.results]
+        rate = self.bytes_sent / elapsed if elapsed > 0 else 0.0
+        self.sink(
+            TransferFinished(self.transfer_id, len(files), total, self.bytes_sent, elapsed, rate)
+        )
+        return TransferResult(
+            self.transfer_id,
+            str(self.src),
+            str(self.dst_root),
+            self.mode,
+            files,
+            total,
+            self.bytes_sent,
+            elapsed,
+            self.resumed,
+            self.options.keep_local,
+        )
+
+    def _validate(self) -> None:
+        if self.options.keep_local and (self.src.is_local or self.dst.is_local):
+            raise TransferError("--keep-local is for host-to-host relays only", kind="usage")
+        if self.options.direct and (self.src.is_local or self.dst.is_local):
+            raise TransferError("--direct needs a host on both sides", kind="usage")
+        if self.options.direct and self.options.keep_local:
+            raise TransferError("--direct and --keep-local exclude each other", kind="usage")
+        if self.options.streams < 1 or self.range_bytes < 1:
+            raise TransferError("streams and range size must be positive", kind="usage")
+
+    async def _attempts(self) -> None:
+        """Run the transfer, retrying with backoff when a link drops."""
+        attempt = 0
+        while True:
+            try:
+                await self._attempt(first=attempt == 0)
+                return
+            except ConnectionLost as exc:
+                await self._stop()
+                if attempt >= self.options.retries:
+                    raise TransferError(
+                        f"{exc.message}; gave up after {attempt} retries",
+                        kind="connection",
+                        resumable=True,
+                    ) from None
+                attempt += 1
+                delay = min(
+                    self.options.backoff_cap_s, self.options.backoff_base_s * 2 ** (attempt - 1)
+                ) * random.uniform(0.8, 1.0)
+                self.sink(
+                    Retrying(self.transfer_id, attempt, self.options.retries, delay, exc.message)
+                )
+                await asyncio.sleep(delay)
+
+    async def _fail(self, exc: TransferError) -> None:
+        await self._stop()
+        resumable = exc.resumable or (exc.kind == "unreachable" and self._has_recorded())
+        exc.resumable = resumable
+        if not resumable:
+            await self._remove_parts()
+        hint = (
+            f"run the same command again (or `dflash-tui relay --resume {self.transfer_id}`) "
+            "to continue from what is already there"
+            if resumable
+            else ""
+        )
+        self.store.finish(
+            self.transfer_id,
+            "interrupted" if resumable else "failed",
+            error=exc.message,
+            error_kind=exc.kind,
+            resumable=resumable,
+        )
+        self.sink(TransferFailed(self.transfer_id, exc.message, exc.kind, resumable, hint))
+        exc.transfer_id = self.transfer_id  # type: ignore[attr-defined]
+        exc.hint = hint  # type: ignore[attr-defined]
+
+    def _has_recorded(self) -> bool:
+        return any(
+            self.store.recorded_ranges(self.transfer_id, rel)
+            for rel in self.store.files(self.transfer_id)
+        )
+
+    # ------------------------------------------------------------------ one attempt
+
+    async def _attempt(self, *, first: bool) -> None:
+        for side in (self.src_side, self.dst_side):
+            try:
+                await side.connect()
+            except TransferError as exc:
+                if first:
+                    raise
+                raise ConnectionLost(side.label, exc.message) from None
+        if self.options.direct and first:
+            await direct_mode.require_reachable(self.pool, self.src.host, self.dst.host)
+        tree = await walk_source(self.src_side, self.src)
+        self.dst_root = await resolve_destination(self.dst_side, self.src, self.dst, tree.is_dir)
+        if self.options.keep_local:
+            keep = Endpoint(None, self.options.keep_local)
+            self.keep_root = await resolve_destination(self.local, self.src, keep, tree.is_dir)
+        self.jobs = self._make_jobs(tree)
+        self.store.set_totals(self.transfer_id, len(self.jobs), tree.total_bytes)
+        checker = destination.DestinationCheck(
+            self.dst_side, self.dst_root, force=self.options.force
+        )
+        up_to_date = await checker.run(
+            tree,
+            self.jobs,
+            self.store.files(self.transfer_id),
+            lambda path: self._hash(self.src_side, path),
+            lambda path: self._hash(self.dst_side, path),
+        )
+        for job, sha in up_to_date:
+            self._skip(job, sha)
+        pending = [j for j in self.jobs if not j.done]
+        for job in pending:
+            f = job.file
+            self.store.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
+        if self._fresh:
+            await self._restore(pending)
+            self._fresh = False
+        if self.options.check_space:
+            need = sum(j.file.size - j.written_bytes for j in pending)
+            await destination.check_space(self.dst_side, self.dst_root, need)
+            if self.keep_root is not None:
+                await destination.check_space(self.local, self.keep_root, need)
+        await destination.prepare(self.dst_side, self.dst_root, tree, [j.dst_part for j in pending])
+        if self.keep_root is not None:
+            parts = [j.local_part for j in pending if j.local_part]
+            await destination.prepare(self.local, self.keep_root, tree, parts)
+            for job in pending:
+                if job.local_part and job.local_fd is None:
+                    job.local_fd = os.open(job.local_part, os.O_WRONLY)
+        if self.tracker is None:
+            self._announce(tree, pending)
+        await self._move(pending)
+
+    def _make_jobs(self, tree: SourceTree) -> list[Job]:
+        jobs = []
+        for f in tree.files:
+            final = self.dst_root.join(f.rel).path
+            local_final = self.keep_root.join(f.rel).path if self.keep_root else None
+            jobs.append(
+                Job(
+                    file=f,
+                    label=f.rel or self.src.name,
+                    src_path=self.src.join(f.rel).path,
+                    dst_final=final,
+                    dst_part=part_path(final),
+                    local_final=local_final,
+                    local_part=part_path(local_final) if local_final else None,
+                    ranges=split_ranges(f.size, self.range_bytes),
+                    written=set(),
+                )
+            )
+        # Keep what this process already knows across a retry.
+        for old in self.jobs:
+            for new in jobs:
+                if new.file == old.file and new.dst_part == old.dst_part:
+                    new.written = set(old.written)
+                    new.done = old.done
+        return jobs
+
+    def _announce(self, tree: SourceTree, pending: list[Job]) -> None:
+        total = sum(j.file.size for j in pending)
+        already = sum(j.written_bytes for j in pending)
+        self.tracker = ProgressTracker(
+            self.transfer_id, self.sink, overall_total=total,
+            interval_s=self.options.progress_interval_s,
+        )  # fmt: skip
+        for job in pending:
+            self.tracker.add_file(job.label, job.file.size, job.written_bytes)
+        self.sink(
+            TransferStarted(
+                self.transfer_id,
+                str(self.src),
+                str(self.dst_root),
+                self.mode,
+                len(tree.files),
+                total,
+                already,
+                self.resumed,
+            )
+        )
+        for job in self.jobs:
+            result = self.results.get(job.label)
+            if job.done and result is not None:
+                self._emit_verified(result)
+
+    def _skip(self, job: Job, sha: str) -> None:
+        """`job` is already at the destination with the source's sha256."""
+        f = job.file
+        self.store.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
+        self.store.set_file_state(self.transfer_id, f.rel, "skipped", sha, sha)
+        self._mark_done(job, sha, sha, skipped=True)
+
+    def _mark_done(self, job: Job, sha_src: str, sha_dst: str, *, skipped: bool) -> None:
+        job.done = True
+        where = f"{self.dst.host}:{job.dst_final}" if self.dst.host else job.dst_final
+        self.results[job.label] = FileResult(
+            job.label, where, job.file.size, sha_src, sha_dst, skipped
+        )
+
+    def _emit_verified(self, r: FileResult) -> None:
+        self.sink(
+            FileVerified(
+                self.transfer_id, r.path, r.dst, r.size, r.sha256_src, r.sha256_dst, r.skipped
+            )
+        )
+
+    async def _restore(self, pending: list[Job]) -> None:
+        """Ranges an earlier run wrote count only if they hash the same at both ends now."""
+        for job in pending:
+            recorded = self.store.recorded_ranges(self.transfer_id, job.file.rel)
+            ranges = [rng for rng, _ in recorded.values() if rng in job.ranges]
+            if not ranges:
+                continue
+            good = await self._matching_ranges(job, ranges)
+            stale = {r.offset for r in ranges} - {r.offset for r in good}
+            if stale:
+                self.store.drop_ranges(self.transfer_id, job.file.rel, stale)
+            job.written = {r.offset for r in good}
+
+    async def _matching_ranges(self, job: Job, ranges: list[Range]) -> list[Range]:
+        """The ranges whose sha256 is the same at the source, the destination (and local copy)."""
+        calls = [
+            _hash_ranges(self.src_side, job.src_path, ranges),
+            _hash_ranges(self.dst_side, job.dst_part, ranges),
+        ]
+        src_hashes, dst_hashes = await asyncio.gather(*calls)
+        local_hashes: list[str | None] = [None] * len(ranges)
+        if job.local_part:
+            local_hashes = await asyncio.to_thread(_local_hashes, job.local_part, ranges)
+        good = []
+        for rng, s, d, loc in zip(ranges, src_hashes, dst_hashes, local_hashes, strict=True):
+            if s is not None and s == d and (job.local_part is None or loc == s):
+                good.append(rng)
+                self.store.add_range(self.transfer_id, job.file.rel, rng, s)
+        return good
+
+    # ------------------------------------------------------------------ moving data
+
+    async def _move(self, pending: list[Job]) -> None:
+        queue: asyncio.Queue[tuple[Job, Range | None]] = asyncio.Queue()
+        for job in pending:
+            remaining = job.remaining
+            for rng in remaining:
+                queue.put_nowait((job, rng))
+            if not remaining:
+                queue.put_nowait((job, None))
+        left = {id(j): len(j.remaining) for j in pending}
+
+        async def worker() -> None:
+            while True:
+                try:
+                    job, rng = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                await self._start_hashes(job)
+                if rng is not None:
+                    await self._send(job, rng)
+                    left[id(job)] -= 1
+                    if left[id(job)] > 0:
+                        continue
+                await self._finish_file(job)
+
+        count = min(self.options.streams, max(1, queue.qsize()))
+        await _run_all([worker() for _ in range(count)])
+
+    async def _start_hashes(self, job: Job) -> None:
+        """Both whole-file sha256s are computed while the file's ranges move.
+
+        The source hashes the file as it is there; the destination hashes
+        NAME.part as it is written, in order (see hashing.PrefixHasher).
+        """
+        if job.src_hash is None:
+            job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
+            self._tasks.append(job.src_hash)  # type: ignore[arg-type]
+        if job.dst_hasher is None and job.file.size > 0:
+            job.dst_hasher = await PrefixHasher(self.dst_side, job.dst_part).start()
+            await job.dst_hasher.advance(complete_prefix(job.ranges, job.written))
+
+    async def _send(self, job: Job, rng: Range) -> None:
+        tracker = self.tracker
+        assert tracker is not None
+        moved = 0
+
+        def delivered(n: int) -> None:
+            nonlocal moved
+            moved += n
+            self.bytes_sent += n
+            tracker.advance(job.label, n)
+
+        try:
+            await self.mover.move(
+                RangeTask(job.src_path, job.dst_part, rng, job.local_fd), delivered
+            )
+        except BaseException:
+            tracker.rewind(job.label, moved)
+            raise
+        job.written.add(rng.offset)
+        self.store.add_range(self.transfer_id, job.file.rel, rng)
+        if job.dst_hasher is not None:
+            await job.dst_hasher.advance(complete_prefix(job.ranges, job.written))
+
+    async def _finish_file(self, job: Job) -> None:
+        """Whole-file sha256 at both ends, then mode and rename; the file is done."""
+        src_sha, dst_sha, local_sha = await self._whole_hashes(job)
+        if src_sha != dst_sha or local_sha not in (None, src_sha):
+            # Find the ranges that differ and send them once more.
+            good = await self._matching_ranges(job, job.ranges)
+            bad = [r for r in job.ranges if r not in good]
+            for rng in bad:
+                if self.tracker is not None:
+                    self.tracker.rewind(job.label, rng.length)
+                await self._send(job, rng)
+            job.src_hash = None
+            await self._start_hashes(job)
+            src_sha, dst_sha, local_sha = await self._whole_hashes(job, follow=False)
+            if src_sha != dst_sha or local_sha not in (None, src_sha):
+                self.store.drop_ranges(self.transfer_id, job.file.rel)
+                job.written.clear()
+                shown = f", local copy {local_sha}" if local_sha not in (None, src_sha) else ""
+                raise TransferError(
+                    f"{job.label}: sha256 mismatch after resending {len(bad)} range(s): source "
+                    f"{src_sha}, destination {dst_sha}{shown}; is the source being written to?",
+                    kind="corrupt",
+                )
+        mode = f"{job.file.mode & 0o7777:o}"
+        force = "1" if self.options.force else "0"
+        out = await self.dst_side.run(argv(FINISH, job.dst_part, job.dst_final, mode, force))
+        if not out.ok:
+            raise describe_failure(f"{self.dst_side.label}:{job.dst_final}", out, "renaming")
+        if job.local_part and job.local_final:
+            out = await self.local.run(argv(FINISH, job.local_part, job.local_final, mode, force))
+            if not out.ok:
+                raise describe_failure(f"local:{job.local_final}", out, "renaming the local copy")
+        self.store.set_file_state(self.transfer_id, job.file.rel, "done", src_sha, dst_sha)
+        self.store.drop_ranges(self.transfer_id, job.file.rel)
+        self._mark_done(job, src_sha, dst_sha, skipped=False)
+        self._emit_verified(self.results[job.label])
+        if self.tracker is not None:
+            self.store.set_done_bytes(self.transfer_id, self.tracker.overall_done)
+
+    async def _whole_hashes(self, job: Job, *, follow: bool = True) -> tuple[str, str, str | None]:
+        assert job.src_hash is not None
+        if job.local_fd is not None:
+            os.close(job.local_fd)
+            job.local_fd = None
+        hasher, job.dst_hasher = job.dst_hasher, None
+        if follow and hasher is not None and hasher.told == job.file.size:
+            dst_call = hasher.result()
+        else:
+            if hasher is not None:
+                await hasher.close()
+            dst_call = self._hash(self.dst_side, job.dst_part)
+        dst_sha, src_sha = await asyncio.gather(dst_call, job.src_hash)
+        local_sha = None
+        if job.local_part:
+            local_sha = await asyncio.to_thread(sha256_local_file, job.local_part)
+            job.local_fd = os.open(job.local_part, os.O_WRONLY)
+        return src_sha, dst_sha, local_sha
+
+    async def _hash(self, side: Side, path: str) -> str:
+        out = await side.run(argv(HASH_FILE, path))
+        if out.exit_status is None:
+            raise ConnectionLost(side.label, "connection lost while hashing")
+        if not out.ok:
+            raise describe_failure(f"{side.label}:{path}", out, "hashing")
+        return parse_hash_line(out.text, f"{side.label}:{path}")
+
+    # ------------------------------------------------------------------ cleanup
+
+    async def _stop(self) -> None:
+        """Stop background hashes and close local files (between attempts and at the end)."""
+        await cancel_and_wait(self._tasks)
+        self._tasks.clear()
+        for job in self.jobs:
+            job.src_hash = None
+            if job.dst_hasher is not None:
+                await job.dst_hasher.close()
+                job.dst_hasher = None
+            if job.local_fd is not None:
+                os.close(job.local_fd)
+                job.local_fd = None
+
+    async def _remove_parts(self) -> None:
+        """A failure that cannot be resumed leaves no NAME.part behind."""
+        parts = [j.dst_part for j in self.jobs if not j.done]
+        if parts:
+            try:
+                await self.dst_side.run(argv(REMOVE, *parts), timeout=30)
+            except TransferError:
+                pass
+        for job in self.jobs:
+            if job.local_part and not job.done and os.path.exists(job.local_part):
+                os.unlink(job.local_part)
+        for rel in self.store.files(self.transfer_id):
+            self.store.drop_ranges(self.transfer_id, rel)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+async def _hash_ranges(side: Side, path: str, ranges: list[Range]) -> list[str | None]:
+    """sha256 of each range of `path` on `side` (None where it could not be read)."""
+    out = await side.run(
+        argv(HASH_RANGES, path, *[x for r in ranges for x in (r.offset, r.length)])
+    )
+    if out.exit_status is None:
+        raise ConnectionLost(side.label, "connection lost while hashing ranges")
+    got: list[str | None] = list(out.text.split()) if out.ok else []
+    return (got + [None] * len(ranges))[: len(ranges)]
+
+
+def _local_hashes(path: str, ranges: list[Range]) -> list[str | None]:
+    if not os.path.exists(path):
+        return [None] * len(ranges)
+    return [sha256_local_range(path, r) for r in ranges]
+
+
+async def _run_all(coros: list) -> None:  # type: ignore[type-arg]
+    """Run coroutines together; the first failure cancels the rest and is raised."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            exc = task.exception()
+            if exc is not None:
+                raise exc
+    finally:
+        await cancel_and_wait(tasks)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- public API
+
+
+def parse_endpoints(pool: HostPool, src: str, dst: str) -> tuple[Endpoint, Endpoint]:
+    """Both words of `relay SRC DST`; local paths made absolute (so a resume finds them)."""
+    hosts = list(pool.config.hosts)
+    return _absolute(parse_endpoint(src, hosts)), _absolute(parse_endpoint(dst, hosts))
+
+
+def _absolute(e: Endpoint) -> Endpoint:
+    if not e.is_local:
+        return e
+    trailing = "/" if e.path.endswith("/") and e.path != "/" else ""
+    return Endpoint(None, os.path.abspath(e.path) + trailing)
+
+
+async def relay(
+    pool: HostPool,
+    state_conn: sqlite3.Connection,
+    src: str | Endpoint,
+    dst: str | Endpoint,
+    *,
+    options: RelayOptions | None = None,
+    on_event: Callable[[TransferEvent], None] | None = None,
+) -> TransferResult:
+    """Copy `src` to `dst` (each `host:path` or a local path), verified end to end.
+
+    An unfinished transfer between the same endpoints is resumed. Raises
+    EndpointError for a bad word, TransferError when the transfer fails (its
+    `resumable` says whether a rerun continues; `transfer_id` names the row).
+    """
+    options = options or RelayOptions()
+    if isinstance(src, str) or isinstance(dst, str):
+        a, b = parse_endpoints(pool, str(src), str(dst))
+        src = a if isinstance(src, str) else src
+        dst = b if isinstance(dst, str) else dst
+    if options.keep_local:
+        options = replace(options, keep_local=_absolute(Endpoint(None, options.keep_local)).path)
+    record = TransferStore(state_conn).find_unfinished(str(src), str(dst))
+    if record is not None and record.state == "running":
+        raise TransferError(
+            f"transfer {record.id} ({record.src} -> {record.dst}) is already running "
+            f"in process {record.pid}",
+            kind="busy",
+        )
+    return await _Relay(pool, state_conn, src, dst, options, on_event, record).run()
+
+
+async def resume_transfer(
+    pool: HostPool,
+    state_conn: sqlite3.Connection,
+    transfer_id: str,
+    *,
+    options: RelayOptions | None = None,
+    on_event: Callable[[TransferEvent], None] | None = None,
+) -> TransferResult:
+    """Resume an unfinished transfer by id, sending only what is not at the destination yet."""
+    record = TransferStore(state_conn).get(transfer_id)
+    if record is None:
+        raise TransferError(f"no transfer {transfer_id!r} in the state database", kind="usage")
+    if not record.unfinished:
+        raise TransferError(
+            f"transfer {transfer_id} is {record.state}; nothing to resume", kind="usage"
+        )
+    if record.state == "running":
+        raise TransferError(
+            f"transfer {transfer_id} is already running in process {record.pid}", kind="busy"
+        )
+    options = replace(
+        options or RelayOptions(), direct=record.mode == "direct", keep_local=record.keep_local
+    )
+    src, dst = parse_endpoints(pool, record.src, record.dst)
+    return await _Relay(pool, state_conn, src, dst, options, on_event, record).run()

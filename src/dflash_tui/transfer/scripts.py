@@ -1,0 +1,149 @@
+"""The fixed shell scripts a transfer runs on the source and destination machines.
+
+Every script is constant text run as `sh -c SCRIPT sh ARG...`: paths, offsets
+and names travel only as positional arguments, so a file called
+`a b;$(rm -rf x)'"` is just a name. They need a POSIX sh and GNU coreutils/
+findutils (`dd iflag=skip_bytes`, `find -printf`), as on any Linux GPU host.
+sha256 uses `openssl dgst` when present (SHA-NI, several times faster than
+coreutils' `sha256sum`) and falls back to `sha256sum`.
+"""
+
+from __future__ import annotations
+
+from dflash_tui.remote.command import shell_script
+
+_PRELUDE = """export LC_ALL=C
+h() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r; else sha256sum; fi | cut -c1-64; }
+"""
+
+# Source walk: one NUL-terminated record per entry, `TYPE SIZE MODE MTIME RELPATH`.
+# f regular file, u unreadable file, d directory, o anything else (socket,
+# fifo, broken link). Symbolic links are followed (Hugging Face snapshots are links).
+WALK = (
+    _PRELUDE
+    + r"""find -L "$1" \( -type d -printf 'd %s %m %T@ %P\0' \) \
+  -o \( -type f -readable -printf 'f %s %m %T@ %P\0' \) \
+  -o \( -type f -printf 'u %s %m %T@ %P\0' \) \
+  -o -printf 'o 0 0 0 %P\0'
+"""
+)
+
+# Destination probe: one line `TYPE SIZE` per argument, in order (n: absent).
+INSPECT = (
+    _PRELUDE
+    + r"""for p do
+  if [ -d "$p" ]; then echo "d 0"
+  elif [ -f "$p" ]; then printf 'f %s\n' "$(stat -L -c %s -- "$p")"
+  elif [ -e "$p" ] || [ -L "$p" ]; then echo "o 0"
+  else echo "n 0"; fi
+done
+"""
+)
+
+# Free space (KiB) on the filesystem holding $1.
+FREE_KIB = _PRELUDE + r"""df -Pk -- "$1" | awk 'NR==2 {print $4}'"""
+
+# Create directories, then the .part files (without truncating existing ones).
+# $1 is the number of directories that follow; the rest are .part paths.
+PREPARE = (
+    _PRELUDE
+    + r"""n=$1; shift
+while [ "$n" -gt 0 ]; do mkdir -p -- "$1" || exit 1; shift; n=$((n - 1)); done
+for p do touch -- "$p" || exit 1; done
+"""
+)
+
+# Read bytes [$2, $2+$3) of $1 to stdout. dd's closing report on stderr
+# ("N bytes ... copied") says how many bytes it read.
+SRC_RANGE = (
+    _PRELUDE
+    + r"""exec dd if="$1" bs=1M skip="$2" count="$3" iflag=skip_bytes,count_bytes
+"""
+)
+
+# Write stdin into $1 at offset $2 (never truncating); dd's report on stderr
+# says how many bytes landed.
+DST_RANGE = (
+    _PRELUDE
+    + r"""exec dd of="$1" bs=1M seek="$2" oflag=seek_bytes conv=notrunc iflag=fullblock
+"""
+)
+
+# Direct mode: the destination pulls the range itself by running the ssh
+# argv in "$@" (which runs SRC_RANGE on the source; its report arrives on
+# stderr through ssh) and writes it as DST_RANGE does.
+DIRECT_RANGE = (
+    _PRELUDE
+    + r"""part=$1 off=$2; shift 2
+"$@" | dd of="$part" bs=1M seek="$off" oflag=seek_bytes conv=notrunc iflag=fullblock status=none
+"""
+)
+
+# Whole-file hash of $1.
+HASH_FILE = _PRELUDE + r"""h < "$1" """
+
+# sha256 of $1 read back in order while it is being written: each stdin line
+# is a byte count up to which the file is complete; the bytes up to there are
+# fed to one hasher, whose result is printed when stdin closes.
+HASH_FOLLOW = (
+    _PRELUDE
+    + r"""done=0
+while read -r n; do
+  [ "$n" -gt "$done" ] || continue
+  dd if="$1" bs=1M skip="$done" count=$((n - done)) iflag=skip_bytes,count_bytes status=none || { echo "dflash: reading $1 failed" >&2; exit 1; }
+  done=$n
+done | h
+"""
+)
+
+# Hash ranges of $1: the rest of the arguments are OFFSET LENGTH pairs; one hash per line.
+HASH_RANGES = (
+    _PRELUDE
+    + r"""f=$1; shift
+[ -f "$f" ] || { echo "missing" >&2; exit 1; }
+while [ $# -ge 2 ]; do
+  dd if="$f" bs=1M skip="$1" count="$2" iflag=skip_bytes,count_bytes status=none | h
+  shift 2
+done
+"""
+)
+
+# Give .part $1 mode $3 and move it to $2. Without force ($4=0) a file that
+# appeared at $2 meanwhile is never replaced: `ln` fails if $2 exists (and is
+# atomic); filesystems without hard links fall back to `mv -n`.
+FINISH = (
+    _PRELUDE
+    + r"""part=$1 final=$2 mode=$3 force=$4
+chmod "$mode" "$part" || exit 1
+if [ -d "$final" ] && [ ! -L "$final" ]; then echo "dflash: collision: $final is a directory" >&2; exit 7; fi
+if [ "$force" = 1 ]; then mv -fT -- "$part" "$final" || exit 1; exit 0; fi
+if ln -- "$part" "$final" 2>/dev/null; then rm -f -- "$part"; exit 0; fi
+if [ -e "$final" ] || [ -L "$final" ]; then echo "dflash: collision: $final appeared during the transfer" >&2; exit 7; fi
+mv -nT -- "$part" "$final" || exit 1
+if [ -e "$part" ]; then echo "dflash: collision: $final appeared during the transfer" >&2; exit 7; fi
+"""
+)
+
+REMOVE = r"""rm -f -- "$@" """
+
+# Direct-mode reachability: run the ssh argv in "$@" with `true`; print its error.
+PROBE = r""""$@" 2>&1"""
+
+# Path completion: up to $3 entries of directory $1 whose names start with $2
+# (taken literally: a quoted word in a pattern matches itself), `TYPE NAME\0`.
+COMPLETE = r"""export LC_ALL=C
+cd -- "$1" 2>/dev/null || exit 3
+n=0
+for f in "$2"*; do
+  case $f in .|..) continue ;; esac
+  [ -e "$f" ] || [ -L "$f" ] || continue
+  if [ -d "$f" ]; then printf 'd %s\0' "$f"; else printf 'f %s\0' "$f"; fi
+  n=$((n + 1)); [ "$n" -ge "$3" ] && break
+done
+exit 0
+"""
+
+
+def argv(script: str, *args: object) -> list[str]:
+    """argv that runs one of the scripts above with `args` as $1..$n."""
+    return shell_script(script, *(str(a) for a in args))

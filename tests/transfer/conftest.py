@@ -1,0 +1,269 @@
+"""Fixtures for relay tests: hosts that cannot reach each other, a tiny full disk, test files.
+
+`isolated_pair` puts two real sshd hosts in their own Linux network
+namespaces, each joined to the root namespace (this machine, the jump host)
+by a veth pair on its own private /30 (10.201.X.0/30, test addresses only,
+inside this machine). Neither namespace has a route to the other, so the
+jump host reaches both and they cannot reach each other, which the fixture
+checks. Namespaces are named `dfr<pid><letter>`; ones left by a crashed run
+(dead pid) are removed first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import random
+import re
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dflash_tui.config import load_config
+from dflash_tui.remote.pool import HostPool
+from dflash_tui.transfer import open_transfer_state
+from tests.testbed import SSHD, ClientKey, SshdHost, wait_for_port
+
+NS_PREFIX = "dfr"
+_NS_NAME = re.compile(rf"^{NS_PREFIX}(\d+)([a-z])$")
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def _netns_permitted() -> str | None:
+    """None if we may create network namespaces, else why not."""
+    probe = f"{NS_PREFIX}probe{os.getpid()}"
+    try:
+        out = _ip("netns", "add", probe, check=False)
+    except FileNotFoundError:
+        return "`ip` (iproute2) is not installed"
+    if out.returncode != 0:
+        return f"`ip netns add` is not permitted here: {out.stderr.strip()}"
+    _ip("netns", "del", probe, check=False)
+    return None
+
+
+def _remove_stale_namespaces() -> None:
+    for line in _ip("netns", "list", check=False).stdout.splitlines():
+        name = line.split()[0] if line.strip() else ""
+        match = _NS_NAME.match(name)
+        if match and not Path(f"/proc/{match.group(1)}").exists():
+            _ip("netns", "del", name, check=False)
+
+
+def _free_subnet() -> int:
+    """A third octet X such that 10.201.X.0/30 is not routed here yet."""
+    for x in random.sample(range(1, 250), 249):
+        if not _ip("-4", "route", "show", f"10.201.{x}.0/30", check=False).stdout.strip():
+            return x
+    raise RuntimeError("no free 10.201.X.0/30 test subnet")
+
+
+@dataclass
+class Namespace:
+    """One network namespace joined to the root namespace by a veth pair."""
+
+    name: str
+    address: str  # the namespace's side
+    gateway: str  # the root namespace's side
+
+    def run(self, *argv: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["ip", "netns", "exec", self.name, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def can_connect(self, address: str, port: int) -> bool:
+        out = self.run("timeout", "3", "bash", "-c", f"echo > /dev/tcp/{address}/{port}")
+        return out.returncode == 0
+
+
+def _make_namespace(letter: str) -> Namespace:
+    name = f"{NS_PREFIX}{os.getpid()}{letter}"
+    _ip("netns", "del", name, check=False)
+    x = _free_subnet()
+    outside, inside = f"{name}o", f"{name}i"
+    try:
+        _ip("netns", "add", name)
+        _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+        _ip("link", "set", inside, "netns", name)
+        _ip("addr", "add", f"10.201.{x}.1/30", "dev", outside)
+        _ip("link", "set", outside, "up")
+        _ip("netns", "exec", name, "ip", "addr", "add", f"10.201.{x}.2/30", "dev", inside)
+        _ip("netns", "exec", name, "ip", "link", "set", inside, "up")
+        _ip("netns", "exec", name, "ip", "link", "set", "lo", "up")
+    except subprocess.CalledProcessError as exc:
+        _delete_namespace(name)
+        raise RuntimeError(f"setting up namespace {name}: {exc.stderr}") from None
+    return Namespace(name, f"10.201.{x}.2", f"10.201.{x}.1")
+
+
+def _delete_namespace(name: str) -> None:
+    # Deleting the namespace deletes its veth end, and with it the peer here.
+    _ip("netns", "del", name, check=False)
+    _ip("link", "del", f"{name}o", check=False)
+
+
+@pytest.fixture
+def isolated_pair(
+    sshd_factory: Callable[..., SshdHost],
+) -> Iterator[tuple[SshdHost, SshdHost, Namespace, Namespace]]:
+    """Two sshd hosts that this machine reaches but that cannot reach each other."""
+    if not os.path.exists(SSHD):
+        pytest.skip("OpenSSH sshd is not installed")
+    reason = _netns_permitted()
+    if reason:
+        pytest.skip(f"cannot build isolated hosts: {reason}")
+    _remove_stale_namespaces()
+    made: list[Namespace] = []
+    try:
+        for letter in "ab":
+            made.append(_make_namespace(letter))
+        hosts = [sshd_factory(f"ns{ns.name[-1]}", netns=ns.name, address=ns.address) for ns in made]
+        yield hosts[0], hosts[1], made[0], made[1]
+    finally:
+        for host in locals().get("hosts", []):
+            host.stop()
+        for ns in made:
+            _delete_namespace(ns.name)
+
+
+class HomeSshdHost(SshdHost):
+    """An sshd whose sessions see `ssh_home` as /root: their own ~/.ssh, for --direct tests.
+
+    OpenSSH's client reads ~/.ssh from the passwd entry (/root), not $HOME, so
+    the sessions run in a private mount namespace with a test folder bound
+    over /root; nothing of the real /root is touched.
+    """
+
+    def __init__(self, *args: Any, ssh_home: Path, **kwargs: Any) -> None:
+        self.ssh_home = ssh_home
+        super().__init__(*args, **kwargs)
+
+    def start(self) -> HomeSshdHost:
+        # unshare and sh exec into sshd, so process.pid is the listener (kill_sessions works).
+        Path("/run/sshd").mkdir(exist_ok=True)
+        config = self.write_config()
+        argv = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            'mount --bind "$1" /root && shift && exec "$@"',
+            "sh",
+            str(self.ssh_home),
+            SSHD,
+            "-D",
+            "-e",
+            "-f",
+            str(config),
+        ]
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        try:
+            wait_for_port(self.address, self.port)
+        except TimeoutError:
+            self.stop()
+            raise RuntimeError(f"sshd did not start: {self.log_path.read_text()[-2000:]}") from None
+        return self
+
+
+@pytest.fixture
+def home_sshd(tmp_path: Path, client_key: ClientKey) -> Iterator[Callable[..., HomeSshdHost]]:
+    """Start sshd hosts whose sessions have their own /root (and so ~/.ssh)."""
+    if not os.path.exists(SSHD):
+        pytest.skip("OpenSSH sshd is not installed")
+    probe = subprocess.run(
+        ["unshare", "--mount", "--", "true"], capture_output=True, text=True, check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make mount namespaces: {probe.stderr.strip()}")
+    started: list[HomeSshdHost] = []
+
+    def start(name: str, ssh_home: Path) -> HomeSshdHost:
+        host = HomeSshdHost(
+            root=tmp_path / f"sshd-{name}", client_key=client_key, ssh_home=ssh_home
+        ).start()
+        started.append(host)
+        return host
+
+    yield start
+    for host in started:
+        host.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    """small_disk(bytes) -> a directory on its own tmpfs of that size (unmounted after)."""
+    mounted: list[Path] = []
+
+    def make(size: int) -> Path:
+        path = tmp_path / f"small-disk-{len(mounted)}"
+        path.mkdir()
+        out = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+            capture_output=True,
+            text=True,
+        )
+        if out.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs: {out.stderr.strip()}")
+        mounted.append(path)
+        return path
+
+    yield make
+    for path in mounted:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def random_file(path: Path, size: int, seed: int | None = None) -> str:
+    """Write `size` incompressible bytes to `path`; returns their sha256."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed if seed is not None else uuid.uuid4().int)
+    data = rng.randbytes(size)
+    path.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def tree_digest(root: Path) -> dict[str, tuple[str, str, int]]:
+    """Every entry under `root`: kind, sha256 (files) and permission bits."""
+    result: dict[str, tuple[str, str, int]] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        mode = path.stat().st_mode & 0o777
+        if path.is_dir():
+            result[rel] = ("d", "", mode)
+        else:
+            result[rel] = ("f", hashlib.sha256(path.read_bytes()).hexdigest(), mode)
+    return result
+
+
+def part_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*.part")] if root.exists() else []
+
+
+@contextlib.asynccontextmanager
+async def relay_env(config_path: Path):  # type: ignore[no-untyped-def]
+    """(pool, state connection) for a test config."""
+    config = load_config(config_path)
+    conn = open_transfer_state(config.console.state_dir)
+    try:
+        async with HostPool(config) as pool:
+            yield pool, conn
+    finally:
+        conn.close()
