@@ -6,7 +6,24 @@ listed here only once it works (no stubs).
 
 from __future__ import annotations
 
-COMMAND_MODULES = ["tui", "demo", "check", "status", "logs", "trust", "inspect", "locate"]
+COMMAND_MODULES = [
+    "tui",
+    "demo",
+    "check",
+    "status",
+    "logs",
+    "trust",
+    "inspect",
+    "locate",
+    "relay",
+    "eval",
+    "jobs",
+    "cancel",
+    "collect",
+    "leaderboard",
+    "estimate",
+    "sweep",
+]
 
 
 class CommandError(Exception):

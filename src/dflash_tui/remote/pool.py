@@ -48,6 +48,9 @@ BACKOFF_CAP_S = 30.0
 MAX_CONNECTIONS_PER_HOST = 4
 KILL_TIMEOUT_S = 5.0
 CHANNEL_OPEN_RETRIES = 20
+# What reading or writing a pooled stream raises when its link breaks, so code
+# outside remote/ can tell "connection lost" apart from its own bugs.
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (OSError, asyncssh.Error)
 
 
 @dataclass(frozen=True)
