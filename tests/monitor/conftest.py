@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from dflash_tui.monitor.tail import LogTail, TailNotice
 
 
-async def eventually(check: Callable[[], bool], timeout_s: float = 20.0, what: str = "") -> None:
-    """Poll `check` until it holds; fail with `what` after the deadline."""
+async def eventually(
+    check: Callable[[], bool], timeout_s: float = 20.0, what: str | Callable[[], str] = ""
+) -> None:
+    """Poll `check` until it holds; fail with `what` (text, or a function giving it) after the deadline."""
     deadline = time.monotonic() + timeout_s
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what or check}")
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {said or check}")
         await asyncio.sleep(0.02)
 
 

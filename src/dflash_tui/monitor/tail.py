@@ -415,7 +415,6 @@ class LogTail:
     async def _run(self) -> None:
         failures = 0
         while not self._closed:
-            began = time.monotonic()
             pos = self._resume
             reader = _Reader(self, pos.file_id, LineSplitter(pos.offset))
             reader.splitter.reset(pos.offset, pos.tail)
@@ -443,8 +442,11 @@ class LogTail:
             self.error = reason
             if was_connected and not self._closed:
                 self._notice("disconnected", f"lost the tail of {self.path}: {reason}")
-            failures = 0 if time.monotonic() - began > 10 else failures + 1
-            await asyncio.sleep(min(5.0, 0.05 * 2 ** min(failures, 8)))
+            # A stream that got going was cut off: resume at once. One that never
+            # started (script failing, host refusing) backs off; the pool adds its
+            # own backoff for connection failures.
+            failures = 0 if reader.started else failures + 1
+            await asyncio.sleep(0.05 if failures == 0 else min(5.0, 0.1 * 2 ** min(failures, 6)))
 
     async def _pump(self, stream: object, reader: _Reader) -> None:
         out = stream.stdout  # type: ignore[attr-defined]
