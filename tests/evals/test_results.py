@@ -291,15 +291,12 @@ def test_poll_output_is_parsed_per_job() -> None:
             "pid 41",
             "expected 1234",
             "live 1234",
-            "size 900",
-            'progress {"event": "progress", "done": 32, "total": 64}',
             "E",
             "J /h/.cache/dflash-tui/jobs/b",
             "pid 42",
             "expected 99",
             "live ",
             "rc 2",
-            "size 10",
             "E",
             "J /h/.cache/dflash-tui/jobs/c",
             "missing",
@@ -309,6 +306,9 @@ def test_poll_output_is_parsed_per_job() -> None:
             "expected 5",
             "live 5",
             "E",
+            "S 900 /h/.cache/dflash-tui/jobs/a/log",
+            "S 10 /h/.cache/dflash-tui/jobs/b/log",
+            'P /h/.cache/dflash-tui/jobs/a/log\t{"event": "progress", "done": 32, "total": 64}',
         ]
     )
     dirs = {
@@ -319,6 +319,7 @@ def test_poll_output_is_parsed_per_job() -> None:
     }
     s = parse_poll(out, dirs)
     assert s["a"].alive and (s["a"].progress_done, s["a"].progress_total) == (32, 64)
+    assert s["a"].log_bytes == 900 and s["b"].log_bytes == 10 and s["b"].progress_done is None
     assert not s["b"].alive and s["b"].exit_code == 2 and not s["b"].pid_reused
     assert not s["c"].exists
     assert not s["d"].alive and s["d"].pid_reused

@@ -39,6 +39,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
+def _short(text: str, width: int = 70) -> str:
+    """One table cell: the first line, cut to `width` (the full text is in `jobs JOB`)."""
+    line = text.splitlines()[0] if text else text
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
 def _row(job: Job, now: float) -> dict[str, Any]:
     end = job.finished_at or (now if not job.terminal else None)
     begin = job.started_at or job.created_at
@@ -48,7 +54,7 @@ def _row(job: Job, now: float) -> dict[str, Any]:
         "suite": job.suite,
         "host": job.host,
         "gpu": job.gpu,
-        "status": job.describe(),
+        "status": _short(job.describe()),
         "created": when(job.created_at),
         "elapsed": duration(end - begin) if end is not None else None,
     }

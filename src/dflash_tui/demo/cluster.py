@@ -30,6 +30,7 @@ import asyncssh
 
 from dflash_tui.demo import trainer
 from dflash_tui.demo.shell_server import ShellServer
+from dflash_tui.evals import demo_assets
 
 PCT_SHIM = """#!/bin/sh
 # Demo stand-in for Proxmox `pct exec ID -- CMD...`: runs CMD inside "container" ID.
@@ -91,6 +92,8 @@ class DemoCluster:
         self.config_path = self.base / "hosts.toml"
         self.known_hosts_path = self.base / "known_hosts"
         self.client_key_path = self.base / "client" / "id_ed25519"
+        self.eval_assets: demo_assets.DemoEvalAssets | None = None
+        self._assets_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ layout
 
@@ -159,6 +162,7 @@ class DemoCluster:
     async def start(self) -> Path:
         """Start servers and trainers; returns the path of the demo's hosts.toml."""
         self._write_tools()
+        self._start_eval_assets()
         client_key = self._key(self.client_key_path)
         authorized = client_key.export_public_key("openssh").decode()
         for offset, name in enumerate(HOSTS):
@@ -201,6 +205,15 @@ class DemoCluster:
                 "--parent-pid",
                 str(os.getpid()),
             ]
+            if run.mode == "healthy":
+                argv += [
+                    "--checkpoint-dir",
+                    str(self.container_root / "workspace" / "checkpoints" / run.name),
+                    "--checkpoint-assets",
+                    str(self.container_root / demo_assets.STUDENTS_DIR),
+                    "--checkpoint-every",
+                    str(demo_assets.CHECKPOINT_EVERY),
+                ]
             self.trainers.append(
                 subprocess.Popen(
                     argv,
@@ -211,6 +224,29 @@ class DemoCluster:
                     start_new_session=True,
                 )
             )
+
+    def _start_eval_assets(self) -> None:
+        """Build the baseline, the coding suite and the trainer's checkpoints in the background
+        (they need torch; without it the demo runs without evals and says so)."""
+
+        def build() -> None:
+            try:
+                self.eval_assets = demo_assets.write_demo_assets(
+                    self.host_root("evalbox"), self.container_root
+                )
+            except Exception as exc:  # the demo runs on without evals
+                self.eval_assets = demo_assets.DemoEvalAssets(False, f"no eval assets: {exc}")
+            if not self.eval_assets.ok:
+                print(f"demo: {self.eval_assets.note}", file=sys.stderr, flush=True)
+
+        self._assets_thread = threading.Thread(target=build, name="demo-eval-assets", daemon=True)
+        self._assets_thread.start()
+
+    def wait_for_eval_assets(self, timeout_s: float = 120.0) -> demo_assets.DemoEvalAssets | None:
+        """Block until the eval assets are built (or found missing); None on timeout."""
+        if self._assets_thread is not None:
+            self._assets_thread.join(timeout_s)
+        return self.eval_assets
 
     async def stop(self) -> None:
         for proc in self.trainers:
@@ -223,6 +259,8 @@ class DemoCluster:
         for server in self.servers.values():
             await server.stop()
         self.servers.clear()
+        if self._assets_thread is not None:
+            await asyncio.to_thread(self._assets_thread.join, 30)
         if self._own_base:
             shutil.rmtree(self.base, ignore_errors=True)
 
@@ -264,12 +302,17 @@ def demo_config_text(ports: dict[str, int], local_prefix: str = "") -> str:
     runs = []
     for run in DEMO_RUNS:
         stall = "\nstall_after_s = 60" if run.mode == "stalled" else ""
+        if run.mode == "healthy":
+            stall += f'\ncheckpoints = "workspace/checkpoints/{run.name}/step-*"'
+            # Every new checkpoint is evaluated as the trainer writes it (evals.sweep.AutoEval).
+            stall += f'\nauto_eval = ["{demo_assets.SUITE_NAME}"]\nmax_parallel = 1'
         runs.append(
             f'[[runs]]\nname = "{run.name}"\nhost = "trainbox"\nlog = "workspace/train_{run.name}.log"\n'
             f'process = "{TRAIN_SCRIPT} --run {run.name}"\ntotal_steps = 70000{stall}\n'
         )
     p = local_prefix
-    return f"""# The embedded demo cluster's config, as written by `dflash-tui demo`.
+    return (
+        f"""# The embedded demo cluster's config, as written by `dflash-tui demo`.
 # Local paths are relative to this file; remote paths to each host's working directory.
 [console]
 results_dir = "{p}results"
@@ -300,7 +343,23 @@ identity = "{p}client/id_ed25519"
 model_roots = ["models"]
 roles = ["storage"]
 
-""" + "\n".join(runs)
+"""
+        + "\n".join(runs)
+        + f"""
+# The baseline drafter and the coding suite live on the eval host; the healthy run's
+# checkpoints (on trainbox) are relayed there when evaluated.
+[[checkpoints]]
+name = "zlab"
+host = "evalbox"
+path = "{demo_assets.BASELINE_DIR}"
+baseline = true
+
+[[suites]]
+name = "{demo_assets.SUITE_NAME}"
+host = "evalbox"
+cache = "{demo_assets.SUITE_DIR}"
+"""
+    )
 
 
 def _write_exe(path: Path, text: str) -> None:

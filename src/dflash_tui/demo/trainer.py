@@ -7,7 +7,8 @@ second: loss falls from about 1.6, acc rises from about 0.15, throughput in
 Ktok/s, learning rate with warmup and cosine decay, epoch fraction, and now and
 then a JSON line with per-position accuracies. `--mode` makes it a healthy,
 stalled (alive, log quiet) or dead (crashed) run, so every state is visible.
-It exits when its parent (the demo) goes away.
+It exits when its parent (the demo) goes away. With `--checkpoint-dir` it
+also saves a `step-N` checkpoint folder every `--checkpoint-every` steps.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 
@@ -63,6 +65,50 @@ def parent_alive(pid: int) -> bool:
     return True
 
 
+ASSETS_STAMP = ".dflash-demo-assets"  # written by dflash_tui.evals.demo_assets when complete
+
+
+class Checkpointer:
+    """Saves `step-N` checkpoint folders every `every` steps, as a trainer does.
+
+    The demo's "weights" are prepared drafters (`q00`, `q01`, ... in rising
+    quality, built by the console with torch); the k-th checkpoint is a copy
+    of the k-th one, so later checkpoints evaluate better. Copies go to a
+    temporary name and are renamed. Until the prepared drafters exist (they
+    are built in the background), due checkpoints wait.
+    """
+
+    def __init__(self, out_dir: str, assets_dir: str, every: int) -> None:
+        self.out_dir = out_dir
+        self.assets_dir = assets_dir
+        self.every = max(1, every)
+        self.saved = 0  # the last step saved
+
+    def _assets(self) -> list[str]:
+        if not os.path.exists(os.path.join(self.assets_dir, ASSETS_STAMP)):
+            return []
+        names = sorted(n for n in os.listdir(self.assets_dir) if n.startswith("q"))
+        return [os.path.join(self.assets_dir, n) for n in names]
+
+    def save_due(self, step: int) -> None:
+        """Write every checkpoint due up to `step` that is not written yet."""
+        if step - self.saved < self.every:
+            return
+        assets = self._assets()
+        if not assets:
+            return
+        os.makedirs(self.out_dir, exist_ok=True)
+        for due in range(self.saved + self.every, step + 1, self.every):
+            final = os.path.join(self.out_dir, f"step-{due}")
+            if not os.path.exists(final):
+                source = assets[min(due // self.every - 1, len(assets) - 1)]
+                tmp = f"{final}.tmp-{os.getpid()}"
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(source, tmp)
+                os.rename(tmp, final)
+            self.saved = due
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--run", required=True)
@@ -73,7 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", choices=["healthy", "stalled", "dead"], default="healthy")
     p.add_argument("--parent-pid", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-dir", help="write step-N checkpoint folders here")
+    p.add_argument("--checkpoint-assets", help="prepared drafters to copy as checkpoints")
+    p.add_argument("--checkpoint-every", type=int, default=1000)
     args = p.parse_args(argv)
+    checkpointer = (
+        Checkpointer(args.checkpoint_dir, args.checkpoint_assets, args.checkpoint_every)
+        if args.checkpoint_dir and args.checkpoint_assets
+        else None
+    )
 
     rng = random.Random(args.seed)
     os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
@@ -111,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             if step % 500 == 0:
                 log.write(positions_line(step, args.total_steps, rng))
             log.flush()
+            if checkpointer is not None:
+                checkpointer.save_due(step)
             time.sleep(args.interval)
     return 0
 

@@ -113,11 +113,18 @@ class JobBackend(Protocol):
 
 # Reads a process's start time: field 22 of /proc/PID/stat (after the last ") ",
 # because the command name may contain spaces and parentheses), else `ps -o lstart=`.
+# Builtins only where /proc exists: the poll runs it for every job.
 _PSTART = r"""pstart() {
-    _s=$(cat "/proc/$1/stat" 2>/dev/null) || { ps -o lstart= -p "$1" 2>/dev/null; return; }
-    _s=${_s##*") "}
-    _f() { shift 19; printf '%s\n' "$1"; }
-    _f $_s
+    if { read -r _s < "/proc/$1/stat"; } 2>/dev/null; then
+        _s=${_s##*") "}
+        set -- $_s
+        shift 19
+        printf '%s\n' "$1"
+    elif [ ! -d /proc/self ]; then
+        ps -o lstart= -p "$1" 2>/dev/null || echo
+    else
+        echo
+    fi
 }
 """
 
@@ -161,25 +168,37 @@ printf 'OK\t%s\t%s\t%s\n' "$d" "$pid" "$start"
 
 POLL_SCRIPT = (
     _PSTART
-    + r"""# arguments: job directories; one block of lines per job, ended by "E"
+    + r"""# arguments: job directories. One block of lines per job, ended by "E", from
+# shell builtins only; then the log sizes ("S") and last progress lines ("P") of
+# every job at once: a poll costs the same few processes however many jobs it covers.
+n=$#
 for d in "$@"; do
     printf 'J %s\n' "$d"
     if [ ! -d "$d" ]; then printf 'missing\nE\n'; continue; fi
     # liveness first, then the exit status: a job that ends in between still shows its rc
-    pid=$(cat "$d/pid" 2>/dev/null)
+    pid= exp= rc=
+    { read -r pid < "$d/pid"; } 2>/dev/null
     case $pid in ''|*[!0-9]*) pid= ;; esac
     if [ -n "$pid" ]; then
-        printf 'pid %s\n' "$pid"
-        printf 'expected %s\n' "$(cat "$d/pstart" 2>/dev/null)"
-        printf 'live %s\n' "$(pstart "$pid")"
+        { read -r exp < "$d/pstart"; } 2>/dev/null
+        printf 'pid %s\nexpected %s\nlive ' "$pid" "$exp"
+        pstart "$pid"
     fi
-    [ -f "$d/rc" ] && printf 'rc %s\n' "$(cat "$d/rc")"
+    { read -r rc < "$d/rc"; } 2>/dev/null && printf 'rc %s\n' "$rc"
     [ -f "$d/cancelled" ] && printf 'cancelled\n'
     [ -f "$d/eval_results.json" ] && printf 'results\n'
-    printf 'size %s\n' "$(wc -c < "$d/log" 2>/dev/null || echo 0)"
-    tail -c "$PROGRESS_BYTES" "$d/log" 2>/dev/null | grep '^{"event": "progress"' | tail -n 1 | sed 's/^/progress /'
     printf 'E\n'
+    [ -f "$d/log" ] && set -- "$@" "$d/log"
 done
+shift "$n"
+[ $# -gt 0 ] || exit 0
+wc -c -- "$@" 2>/dev/null | awk '$2 != "total" || NF > 2 { s = $1; sub(/^ *[0-9]+ /, ""); print "S " s " " $0 }'
+tail -v -c "$PROGRESS_BYTES" -- "$@" 2>/dev/null | awk '
+    function flush() { if (f != "" && last != "") print "P " f "\t" last; last = "" }
+    /^==> .* <==$/ { flush(); f = substr($0, 5, length($0) - 8); next }
+    /^\{"event": "progress"/ { last = $0 }
+    END { flush() }'
+exit 0
 """
 )
 
@@ -245,27 +264,33 @@ def parse_poll(out: str, dirs: dict[str, tuple[str, str | None]]) -> dict[str, R
     at launch, if known). The recorded time wins over the host's `pstart` file,
     which anyone with access to the host could have rewritten.
     """
-    statuses: dict[str, RemoteStatus] = {}
-    current: dict[str, str] = {}
-    flags: set[str] = set()
+    fields: dict[str, dict[str, str]] = {}
+    flags: dict[str, set[str]] = {}
     directory: str | None = None
     for line in out.splitlines():
         if line.startswith("J "):
-            directory, current, flags = line[2:], {}, set()
-            continue
-        if directory is None:
-            continue
-        if line == "E":
-            if directory in dirs:
-                job_id, known = dirs[directory]
-                statuses[job_id] = _status(job_id, current, flags, known)
-            directory = None
-            continue
-        key, _, value = line.partition(" ")
-        if value or key in ("expected", "live"):
-            current[key] = value.strip()
-        else:
-            flags.add(key)
+            directory = line[2:]
+            fields[directory], flags[directory] = {}, set()
+        elif line.startswith("S ") and directory is None:
+            size, _, path = line[2:].partition(" ")
+            fields.get(path.removesuffix("/log"), {})["size"] = size
+        elif line.startswith("P ") and directory is None:
+            path, _, event = line[2:].partition("\t")
+            fields.get(path.removesuffix("/log"), {})["progress"] = event
+        elif directory is not None:
+            if line == "E":
+                directory = None
+                continue
+            key, _, value = line.partition(" ")
+            if value or key in ("expected", "live"):
+                fields[directory][key] = value.strip()
+            else:
+                flags[directory].add(key)
+    statuses: dict[str, RemoteStatus] = {}
+    for path, values in fields.items():
+        if path in dirs:
+            job_id, known = dirs[path]
+            statuses[job_id] = _status(job_id, values, flags[path], known)
     return statuses
 
 
