@@ -44,7 +44,7 @@ from dflash_tui.remote.pool import HostPool
 log = logging.getLogger(__name__)
 
 ALERT_STATES = (RunState.DEAD, RunState.STALLED)
-STOP_TIMEOUT_S = 5.0
+STOP_TIMEOUT_S = 8.0
 
 
 # --------------------------------------------------------------------------- events
@@ -131,7 +131,7 @@ class SessionAPI(Protocol):
     def last_refresh_at(self) -> float | None: ...
     def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]: ...
     async def start(self) -> None: ...
-    async def stop(self) -> None: ...
+    async def stop(self, timeout_s: float = ...) -> bool: ...
     def refresh_now(self) -> None: ...
     def run_names(self) -> tuple[str, ...]: ...
     def run(self, name: str) -> RunView: ...
@@ -187,20 +187,30 @@ class ConsoleSession:
         self._unsubscribe_monitor = self.monitor.subscribe(self._on_monitor_event)
         await self.monitor.start()
 
-    async def stop(self) -> None:
-        """Stop the monitor and close connections (bounded: a dead link cannot hang the exit)."""
+    async def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+        """Stop the monitor (its remote tails are killed) and close connections.
+
+        Bounded: after `timeout_s` it stops waiting and returns False (what is
+        left is hosts acknowledging closed channels; the process may exit).
+        """
         if self._unsubscribe_monitor is not None:
             self._unsubscribe_monitor()
             self._unsubscribe_monitor = None
-        with contextlib.suppress(asyncio.TimeoutError, Exception):
-            await asyncio.wait_for(self.monitor.stop(), STOP_TIMEOUT_S)
-        if self._own_pool:
-            with contextlib.suppress(asyncio.TimeoutError, Exception):
-                await asyncio.wait_for(self.pool.close(), STOP_TIMEOUT_S)
+        self._started = False
+
+        async def stop_all() -> None:
+            with contextlib.suppress(Exception):
+                await self.monitor.stop()
+            if self._own_pool:
+                with contextlib.suppress(Exception):
+                    await self.pool.close()
+
+        task = asyncio.ensure_future(stop_all())
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
         if self._transfer_conn is not None:
             self._transfer_conn.close()
             self._transfer_conn = None
-        self._started = False
+        return bool(done)
 
     # ------------------------------------------------------------------ events
 

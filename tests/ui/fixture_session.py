@@ -69,8 +69,10 @@ total_steps = 70000
 """
 
 
-def fixture_config(extra: str = "") -> Config:
-    return parse_config(CONFIG_TEXT + extra, Path("hosts.toml"))
+def fixture_config(extra: str = "", console: str = "") -> Config:
+    """The fixture's config; `console` adds lines to [console], `extra` tables at the end."""
+    text = CONFIG_TEXT.replace("refresh_s = 2.0\n", "refresh_s = 2.0\n" + console)
+    return parse_config(text + extra, Path("hosts.toml"))
 
 
 def _series(last_step: int, seed: int) -> HistorySeries:
@@ -272,8 +274,9 @@ class FixtureSession:
     async def start(self) -> None:
         self.started = True
 
-    async def stop(self) -> None:
+    async def stop(self, timeout_s: float = 8.0) -> bool:
         self.stopped = True
+        return True
 
     def refresh_now(self) -> None:
         self.refreshes += 1

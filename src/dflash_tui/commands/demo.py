@@ -1,4 +1,10 @@
-"""`dflash-tui demo`: start the embedded demo cluster (and, once built, the console on it)."""
+"""`dflash-tui demo`: start the embedded demo cluster and open the console on it.
+
+The cluster runs on its own event loop in a thread (`serve_in_thread`); the
+console owns the main thread's loop. `--print-config` serves without the
+console (for other commands to use with `--config`); `--no-console` serves
+and prints reachability instead, for a terminal that cannot show the console.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
+from dflash_tui.commands import CommandError
 from dflash_tui.config import load_config
 from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.remote.pool import HostPool
@@ -39,6 +46,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         default=None,
         help="listen on PORT, PORT+1, PORT+2 instead of random ports (the repo's hosts.toml uses 2221 with --dir .demo)",
     )
+    p.add_argument(
+        "--no-console",
+        action="store_true",
+        help="serve and print the hosts' reachability instead of opening the console",
+    )
     p.set_defaults(handler=run)
 
 
@@ -68,8 +80,21 @@ async def _serve(cluster: DemoCluster, print_config: bool) -> int:
     return 0
 
 
+def _console(cluster: DemoCluster) -> int:
+    from dflash_tui.commands.tui import open_console
+
+    print("starting the demo cluster...", flush=True)
+    try:
+        with cluster.serve_in_thread() as path:
+            return open_console(load_config(path))
+    except OSError as exc:
+        raise CommandError(str(exc), 1) from None
+
+
 def run(args: argparse.Namespace) -> int:
     cluster = DemoCluster(args.dir, port_base=args.port_base)
+    if not args.print_config and not args.no_console:
+        return _console(cluster)
     try:
         return asyncio.run(_serve(cluster, args.print_config))
     except KeyboardInterrupt:

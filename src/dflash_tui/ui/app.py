@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -90,6 +91,7 @@ class DflashApp(App[int]):
         self._lines_timer: Timer | None = None
         self._unsubscribe = None
         self._stopping = False
+        self._main_ready = False  # the main screen is composed (False while it recomposes)
 
     # ------------------------------------------------------------------ setup
 
@@ -113,6 +115,7 @@ class DflashApp(App[int]):
 
     def main_screen_ready(self, screen: MainScreen) -> None:
         """The main screen is composed: fill every pane and focus the runs table."""
+        self._main_ready = True
         self.fill_all()
         screen.query_one(RunsTable).focus()
 
@@ -131,7 +134,11 @@ class DflashApp(App[int]):
         main.wide = wide
         main.set_class(wide, "-wide")
         focused = main.pane_of(self.focused) if self.screen is main else None
-        await main.recompose()
+        self._main_ready = False
+        try:
+            await main.recompose()
+        finally:
+            self._main_ready = True
         self.fill_all()
         if self.active_tab and self.active_tab.removeprefix("tab-") in main.tabbed:
             main.query_one(TabbedContent).active = self.active_tab
@@ -190,6 +197,8 @@ class DflashApp(App[int]):
 
     def _flush_views(self) -> None:
         self._views_timer = None
+        if not self._main_ready:
+            return  # a recompose refills everything when it is done
         dirty, self._dirty_runs = self._dirty_runs, set()
         hosts_dirty, self._dirty_hosts = self._dirty_hosts, False
         with self.batch_update():
@@ -210,6 +219,8 @@ class DflashApp(App[int]):
     def _flush_lines(self) -> None:
         self._lines_due = False
         self._lines_timer = None
+        if not self._main_ready:
+            return
         panes = self._log_panes()
         if not any(p.visible_now for p in panes):
             for pane in panes:
@@ -233,6 +244,8 @@ class DflashApp(App[int]):
         return panes
 
     def fill_all(self) -> None:
+        if not self._main_ready:
+            return
         with self.batch_update():
             self.fill_header()
             self.fill_runs()
@@ -243,6 +256,8 @@ class DflashApp(App[int]):
             self.fill_jobs()
 
     def fill_pane(self, name: str) -> None:
+        if not self._main_ready:
+            return
         {
             "runs": self.fill_runs,
             "log": self.fill_log,
@@ -318,7 +333,7 @@ class DflashApp(App[int]):
 
     def _tick(self) -> None:
         """Ages move on: redraw them from the snapshots we have."""
-        if self._stopping:
+        if self._stopping or not self._main_ready:
             return
         now = self.session.now()
         main = self.main
@@ -330,7 +345,7 @@ class DflashApp(App[int]):
 
     @on(RunsTable.RunHighlighted)
     def _run_highlighted(self, message: RunsTable.RunHighlighted) -> None:
-        if message.run == self.selected_run:
+        if message.run == self.selected_run or not self._main_ready:
             return
         self.selected_run = message.run
         with self.batch_update():
@@ -379,15 +394,13 @@ class DflashApp(App[int]):
     def get_key_display(self, binding: Binding) -> str:
         return actions.display_key(binding.key)
 
-    async def action_quit(self) -> None:
-        if self._stopping:
-            return
+    def action_quit(self) -> None:
+        """Leave at once; whoever started the console stops the session after the
+        terminal is restored (`run_console`), so quitting never waits on a host."""
         self._stopping = True
         if self._unsubscribe is not None:
             self._unsubscribe()
-        self.notify("stopping...", timeout=2)
-        with contextlib.suppress(Exception):
-            await self.session.stop()
+            self._unsubscribe = None
         self.exit(0)
 
     def action_show_help(self) -> None:
@@ -474,17 +487,30 @@ class DflashApp(App[int]):
         transfer_id = await self.session.relay(src, dst)
         self.notify(f"relay {src} -> {dst} done, verified ({transfer_id})", timeout=8)
 
-    async def on_unmount(self) -> None:
+    def on_unmount(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if not self._stopping:
-            self._stopping = True
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.session.stop(), 10)
+            self._unsubscribe = None
 
 
 def run_console(session: SessionAPI) -> int:
-    """Run the console in this terminal until the user quits; returns the exit status."""
-    app = DflashApp(session)
-    app.run()
-    return app.return_code or 0
+    """Run the console in this terminal until the user quits; returns the exit status.
+
+    The session is stopped after the App has restored the terminal, on the
+    same event loop its tasks run on.
+    """
+
+    async def main() -> int:
+        app = DflashApp(session)
+        try:
+            await app.run_async()
+        finally:
+            stopping = asyncio.ensure_future(session.stop())
+            done, _ = await asyncio.wait({stopping}, timeout=0.5)
+            if not done:
+                print("closing remote log streams...", file=sys.stderr, flush=True)
+            if not await stopping:
+                print("some hosts did not confirm in time; exiting anyway", file=sys.stderr)
+        return app.return_code or 0
+
+    return asyncio.run(main())

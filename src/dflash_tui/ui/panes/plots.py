@@ -53,7 +53,7 @@ CHARTS = (
 def thin(steps: tuple[int, ...], values: tuple[float, ...], limit: int) -> tuple[list, list]:
     """(x, y) without missing values, at most about `limit` points, the last one kept."""
     pairs = [
-        (s, v) for s, v in zip(steps, values, strict=True) if v is not None and not math.isnan(v)
+        (s, v) for s, v in zip(steps, values, strict=False) if v is not None and not math.isnan(v)
     ]
     if len(pairs) > limit > 0:
         stride = math.ceil(len(pairs) / limit)

@@ -108,7 +108,7 @@ class DetailScreen(Screen[None]):
         self._draw()
 
     def _draw(self) -> None:
-        if self._view is None or not self.is_mounted:
+        if self._view is None:
             return
         body = self.query("#detail-body")
         if body:

@@ -1,0 +1,39 @@
+"""UI test fixtures: a frozen-clock fixture session, UTC wall clock, and an app factory."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from dflash_tui.config import Config
+from dflash_tui.ui.app import DflashApp
+from tests.ui.fixture_session import FixtureSession, fixture_config
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch):
+    """The header shows local clock time: pin the zone so snapshots do not depend on it."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture
+def session() -> FixtureSession:
+    return FixtureSession()
+
+
+@pytest.fixture
+def make_app():
+    def make(
+        session: FixtureSession | None = None, config: Config | None = None, **kw
+    ) -> DflashApp:
+        session = session or FixtureSession(config or fixture_config())
+        app = DflashApp(session, start_session=False, **kw)
+        app.animation_level = "none"  # no sliding tab underline to wait for
+        return app
+
+    return make

@@ -1,0 +1,237 @@
+"""Every binding of the action registry, pressed through Pilot, and the palette.
+
+Each test asserts on the effect (a screen shown, follow toggled, a filter
+applied, an intent sent to the session), never on the key dispatch itself.
+`test_every_action_has_a_test` keeps this file honest: a new action without a
+test here fails it.
+"""
+
+from __future__ import annotations
+
+from textual.command import CommandPalette
+from textual.widgets import Input, TabbedContent
+
+from dflash_tui.ui import actions
+from dflash_tui.ui.panes.log import LogPane
+from dflash_tui.ui.panes.runs import RunsTable
+from dflash_tui.ui.screens.detail import DetailScreen
+from dflash_tui.ui.screens.help import HelpScreen
+from dflash_tui.ui.screens.log_full import LogScreen
+from dflash_tui.ui.screens.main import MainScreen
+from dflash_tui.ui.screens.relay_form import RelayForm
+from tests.ui.fixture_session import FixtureSession, fixture_config
+
+TESTED = {
+    "app.quit": "test_q_quits_with_status_0",
+    "app.help": "test_help_lists_every_binding",
+    "app.palette": "test_palette_lists_every_action_with_its_key",
+    "app.refresh": "test_r_asks_the_session_to_refresh",
+    "app.back": "test_enter_opens_details_and_escape_goes_back",
+    "app.next_pane": "test_tab_cycles_panes",
+    "app.prev_pane": "test_tab_cycles_panes",
+    "nav.down": "test_j_k_and_arrows_move_the_selection",
+    "nav.up": "test_j_k_and_arrows_move_the_selection",
+    "panes.runs": "test_number_keys_show_panes",
+    "panes.log": "test_number_keys_show_panes",
+    "panes.plots": "test_number_keys_show_panes",
+    "panes.hosts": "test_number_keys_show_panes",
+    "panes.leaderboard": "test_number_keys_show_panes",
+    "panes.jobs": "test_number_keys_show_panes",
+    "runs.open": "test_enter_opens_details_and_escape_goes_back",
+    "logs.full": "test_l_toggles_the_full_screen_log",
+    "logs.follow": "test_f_toggles_follow",
+    "logs.filter": "test_slash_filters_log_lines",
+    "transfers.relay": "test_t_opens_the_relay_form_and_starts_a_relay",
+}
+
+
+def test_every_action_has_a_test() -> None:
+    assert set(TESTED) == set(actions.BY_ID), "add a Pilot test for each new action"
+    assert all(name in globals() for name in TESTED.values())
+
+
+def selected(app) -> str | None:
+    return app.screen.query_one(RunsTable).selected_run
+
+
+async def test_q_quits_with_status_0(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+async def test_help_lists_every_binding(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-body").render())
+        for action in actions.ACTIONS:
+            assert action.id in text and action.title in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("q")  # closes help; does not quit
+        assert isinstance(app.screen, MainScreen) and app.return_code is None
+
+
+async def test_palette_lists_every_action_with_its_key(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for action in actions.for_screen(actions.MAIN):
+            if action.palette:
+                keys = actions.display_keys(action.keys)
+                assert f"{action.title} ({keys})" in titles
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert CommandPalette.is_open(app)
+        await pilot.press(*"Follow")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not CommandPalette.is_open(app)
+        assert app.follow is False
+
+
+async def test_r_asks_the_session_to_refresh(make_app, session: FixtureSession) -> None:
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        assert session.refreshes == 1
+
+
+async def test_enter_opens_details_and_escape_goes_back(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("j", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen) and app.screen.run == "wide-lr"
+        body = str(app.screen.query_one("#detail-body").render())
+        assert "wide-lr on trainbox: stalled" in body
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_tab_cycles_panes(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.screen
+        assert main.pane_of(app.focused) == "runs"
+        order = ["log", "plots", "hosts", "leaderboard", "jobs", "runs"]
+        for name in order:
+            await pilot.press("tab")
+            assert main.pane_of(app.focused) == name
+            if name != "runs":
+                assert main.query_one(TabbedContent).active == f"tab-{name}"
+        await pilot.press("shift+tab")
+        assert main.pane_of(app.focused) == "jobs"
+
+
+async def test_j_k_and_arrows_move_the_selection(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert selected(app) == "slammed5"
+        await pilot.press("j")
+        assert selected(app) == "wide-lr" and app.selected_run == "wide-lr"
+        await pilot.press("down")
+        assert selected(app) == "ablate-ctx"
+        await pilot.press("k", "up")
+        assert selected(app) == "slammed5"
+        await pilot.pause()
+        assert app.screen.query_one(LogPane).run == "slammed5"
+
+
+async def test_number_keys_show_panes(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.screen
+        for key, name in zip(
+            "234561", ["log", "plots", "hosts", "leaderboard", "jobs", "runs"], strict=True
+        ):
+            await pilot.press(key)
+            await pilot.pause()
+            assert main.pane_of(app.focused) == name
+            if name != "runs":
+                assert main.query_one(TabbedContent).active == f"tab-{name}"
+                assert main.pane(name).draws >= 1  # shown, so drawn
+
+
+async def test_l_toggles_the_full_screen_log(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("l")
+        await pilot.pause()
+        assert isinstance(app.screen, LogScreen)
+        assert app.screen.pane.run == "slammed5" and app.screen.pane.shown_lines == 40
+        await pilot.press("l")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_f_toggles_follow(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.screen.query_one(LogPane)
+        await pilot.press("f")
+        assert app.follow is False and pane.log_widget.auto_scroll is False
+        assert "paused" in str(pane.query_one("#log-title").render())
+        await pilot.press("f")
+        assert app.follow is True and pane.log_widget.auto_scroll is True
+
+
+async def test_slash_filters_log_lines(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("slash")
+        field = app.screen.query_one("#log-filter", Input)
+        assert field.has_focus
+        await pilot.press(*"3100", "enter")
+        await pilot.pause()
+        pane = app.screen.query_one(LogPane)
+        assert app.log_filter == "3100"
+        assert pane.shown_lines == 1 and "step 3100/70000" in pane.log_widget.lines[0]
+        await pilot.press("slash", "escape")  # cancel leaves the filter alone
+        assert app.log_filter == "3100"
+        await pilot.press("slash", "ctrl+u", "enter")  # empty: every line again
+        await pilot.pause()
+        assert app.log_filter is None and pane.shown_lines == 40
+
+
+async def test_t_opens_the_relay_form_and_starts_a_relay(make_app, session: FixtureSession) -> None:
+    app = make_app(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("t")
+        await pilot.pause()
+        assert isinstance(app.screen, RelayForm)
+        await pilot.press(*"storage:mod")
+        await pilot.pause(0.2)
+        src = app.screen.query_one("#relay-src", Input)
+        assert src._suggestion == "storage:models/"  # completion offered
+        await pilot.press("right", "enter")  # accept it, go to the destination
+        await pilot.press(*"evalbox:models/", "enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+        assert session.relays == [("storage:models/", "evalbox:models/")]
+
+
+async def test_user_keymap_rebinds_an_action() -> None:
+    config = fixture_config('\n[keys]\n"logs.follow" = "F"\n"app.help" = "f2"\n')
+    from dflash_tui.ui.app import DflashApp
+
+    app = DflashApp(FixtureSession(config), start_session=False)
+    app.animation_level = "none"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f")
+        assert app.follow is True  # f is no longer bound
+        await pilot.press("F")
+        assert app.follow is False
+        await pilot.press("f2")
+        assert isinstance(app.screen, HelpScreen)
+        assert "F " in str(app.screen.query_one("#help-body").render())
+        await pilot.press("escape")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Follow (F)" in titles

@@ -1,0 +1,34 @@
+"""The main screen at 80x24 (panes as tabs) and 160x48 (log and plots side by side), on a
+fixed fixture: frozen clock, fixed runs and hosts, the `dflash` theme."""
+
+from __future__ import annotations
+
+from textual.pilot import Pilot
+
+from dflash_tui.ui.panes.plots import PlotsPane
+
+
+async def settle(pilot: Pilot) -> None:
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def test_main_screen_80x24(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=settle)
+
+
+def test_main_screen_160x48(snap_compare, make_app) -> None:
+    async def plotted(pilot: Pilot) -> None:
+        await settle(pilot)
+        assert pilot.app.screen.query_one(PlotsPane).plot_draws == 1
+
+    assert snap_compare(make_app(), terminal_size=(160, 48), run_before=plotted)
+
+
+def test_plots_tab_80x24(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=(80, 24), press=["3"], run_before=settle)
+
+
+def test_hosts_tab_80x24(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=(80, 24), press=["4"], run_before=settle)

@@ -1,0 +1,107 @@
+"""The real console inside tmux against the demo cluster: the runs appear with their
+states, `?` lists the bindings, `q` exits 0. Under both TERMs operators use, with and
+without truecolor."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+WIDTH, HEIGHT = 160, 48
+
+
+class Tmux:
+    """A private tmux server (its own socket, no user config) holding one pane."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.socket = f"dflash-test-{os.getpid()}-{tmp.name}"
+
+    def __call__(self, *args: str) -> str:
+        # The server's environment becomes the pane's: no COLUMNS/LINES left over from
+        # whatever ran before (they would pin the console to 80x24).
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env=env,
+        )
+        return out.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "console")
+
+    def wait_for(self, what: str, check: Callable[[str], bool], timeout_s: float = 45) -> str:
+        deadline = time.monotonic() + timeout_s
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if check(text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"{what} did not show within {timeout_s}s; the pane shows:\n{text}")
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    server = Tmux(tmp_path)
+    yield server
+    server("kill-server")
+
+
+def row_with(text: str, *words: str) -> bool:
+    return any(all(w in line for w in words) for line in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("term", "colorterm"), [("screen-256color", None), ("tmux-256color", "truecolor")]
+)
+def test_console_in_tmux_on_the_demo(
+    tmux: Tmux, demo_cluster, tmp_path: Path, term: str, colorterm: str | None
+) -> None:
+    rc_file = tmp_path / "rc"
+    # tmux sets TERM in the pane itself, so the terminal type is set inside the command.
+    colors = f"COLORTERM={colorterm}" if colorterm else "-u COLORTERM"
+    console = (
+        f"env -u COLUMNS -u LINES {colors} TERM={term} "
+        f"{sys.executable} -m dflash_tui --config {demo_cluster.config_path}"
+    )
+    tmux(
+        "new-session", "-d", "-s", "console", "-x", str(WIDTH), "-y", str(HEIGHT),
+        f"sh -c '{console}; echo $? > {rc_file}; sleep 60'",
+    )  # fmt: skip
+    tmux.wait_for("the runs table", lambda t: "run" in t and "state" in t and "slammed5" in t)
+    screen = tmux.wait_for(
+        "every demo run with its state",
+        lambda t: (
+            row_with(t, "slammed5", "alive")
+            and row_with(t, "wide-lr", "stalled")
+            and row_with(t, "ablate-ctx", "dead")
+        ),
+    )
+    assert row_with(screen, "dflash-tui", "hosts.toml", "hosts up")  # the header, full width
+
+    tmux("send-keys", "-t", "console", "?")
+    help_text = tmux.wait_for("the help screen", lambda t: "Keys (esc closes)" in t)
+    for key, action in [("q", "app.quit"), ("?", "app.help"), ("f", "logs.follow"), ("/", "logs.filter"),
+                        ("enter", "runs.open"), ("tab", "app.next_pane"), ("ctrl+p", "app.palette")]:  # fmt: skip
+        assert row_with(help_text, key, action), f"help does not list {key} for {action}"
+
+    tmux("send-keys", "-t", "console", "Escape")
+    tmux.wait_for("the main screen again", lambda t: "Keys (esc closes)" not in t)
+    tmux("send-keys", "-t", "console", "q")
+    deadline = time.monotonic() + 30
+    while not rc_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rc_file.exists(), f"the console did not exit; the pane shows:\n{tmux.screen()}"
+    assert rc_file.read_text().strip() == "0"

@@ -1,0 +1,121 @@
+"""How updates reach the screen: batched, only for what is on screen, plots at most once a
+second, a layout change keeps the user's state, and the first frame already shows the runs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from textual.widgets import TabbedContent
+
+from dflash_tui.monitor.liveness import RunState
+from dflash_tui.session import TransfersChanged, TransferView
+from dflash_tui.ui.panes.jobs import JobsPane
+from dflash_tui.ui.panes.log import LogPane
+from dflash_tui.ui.panes.plots import PlotsPane
+from dflash_tui.ui.panes.runs import RunsTable
+from tests.ui.fixture_session import NOW, FixtureSession
+
+
+def grown(series, step: int):
+    """`series` with one more point at `step` (every column extended)."""
+    return dataclasses.replace(
+        series,
+        **{f.name: (*getattr(series, f.name), step if f.name == "steps" else getattr(series, f.name)[-1])
+           for f in dataclasses.fields(series)},
+    )  # fmt: skip
+
+
+async def test_log_lines_arrive_in_batches(make_app) -> None:
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        pane = app.screen.query_one(LogPane)
+        reads = session.line_reads
+        for i in range(50):
+            session.append_lines("slammed5", [f"burst line {i}"])
+        await pilot.pause(0.3)  # one LINES_FLUSH_S batch window
+        assert session.line_reads - reads <= 2  # 50 events, one or two reads
+        assert pane.shown_lines == 90 and pane.log_widget.lines[-1] == "burst line 49"
+
+
+async def test_hidden_panes_only_count_and_draw_when_shown(make_app) -> None:
+    session = FixtureSession()
+    session.set_transfers(
+        (
+            TransferView(
+                "t1", "storage:models/a", "evalbox:models/a", "running",
+                1 << 30, 4 << 30, 3, 120e6, 25.0, "model.safetensors", None, NOW - 30, None,
+            ),
+        )
+    )  # fmt: skip
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        main = app.screen
+        plots, jobs = main.query_one(PlotsPane), main.query_one(JobsPane)
+        assert main.query_one(TabbedContent).active == "tab-log"
+        before = plots.plot_draws
+        for step in range(3130, 3330, 10):
+            series = grown(session.run("slammed5").series, step)
+            session.set_run("slammed5", step=step, series=series)
+            session.emit(TransfersChanged("t1"))
+        await pilot.pause(0.7)  # one VIEWS_FLUSH_S batch window
+        assert plots.plot_draws == before and plots.stale  # hidden: counted, not drawn
+        assert session.transfer_reads == 0 and jobs.outdated  # hidden: not even read
+        await pilot.press("3")
+        await pilot.pause()
+        assert plots.plot_draws == before + 1 and not plots.stale
+        await pilot.press("6")
+        await pilot.pause()
+        assert session.transfer_reads == 1
+        assert "storage:models/a -> evalbox:models/a" in str(jobs.query_one("#jobs-body").render())
+
+
+async def test_plots_redraw_at_most_once_a_second(make_app) -> None:
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        plots = app.screen.query_one(PlotsPane)
+        assert plots.plot_draws == 1
+        series = session.run("slammed5").series
+        for step in (3130, 3140, 3150):
+            series = grown(series, step)
+            plots.update_series("slammed5", series)
+        assert plots.plot_draws == 1 and plots._timer is not None  # deferred, not dropped
+        plots._last_draw -= 1.0  # as if the second had passed
+        plots._due()
+        assert plots.plot_draws == 2
+
+
+async def test_layout_change_keeps_selection_follow_and_filter(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("j", "f", "slash", *"3000", "enter")
+        await pilot.pause()
+        assert not app.screen.wide
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        main = app.screen
+        assert main.wide and main.has_class("-wide")
+        assert main.query_one(RunsTable).selected_run == "wide-lr"
+        pane = main.query_one(LogPane)
+        assert pane.run == "wide-lr" and pane.follow is False and pane.filter == "3000"
+        assert pane.shown_lines == 1
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert not app.screen.wide and app.screen.query_one(RunsTable).selected_run == "wide-lr"
+
+
+async def test_first_frame_shows_every_run_connecting(make_app) -> None:
+    session = FixtureSession()
+    for name in session.run_names():
+        session._runs[name] = dataclasses.replace(
+            session.run(name), state=RunState.UNKNOWN, host_reachable=None, tail_status="loading"
+        )
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)):
+        table = app.screen.query_one(RunsTable)
+        assert table.row_count == 3  # before any pause: filled while mounting
+        assert [str(table.get_cell_at((r, 2))).strip() for r in range(3)] == ["connecting"] * 3
