@@ -16,6 +16,7 @@ import hashlib
 import os
 import random
 import re
+import signal
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -251,6 +252,29 @@ def tree_digest(root: Path) -> dict[str, tuple[str, str, int]]:
         else:
             result[rel] = ("f", hashlib.sha256(path.read_bytes()).hexdigest(), mode)
     return result
+
+
+def cut_connections(host: SshdHost) -> int:
+    """Kill every process under the sshd listener: each client connection drops at once.
+
+    `SshdHost.kill_sessions()` kills only the listener's children (the
+    privileged monitors); the unprivileged session processes under them keep
+    the TCP connection and can keep sending. Killing the whole tree is what a
+    dropped link or a crashed host looks like. Returns how many were killed.
+    """
+    assert host.process is not None
+    victims: list[int] = []
+    frontier = [host.process.pid]
+    while frontier:
+        out = subprocess.run(
+            ["pgrep", "-P", ",".join(map(str, frontier))], capture_output=True, text=True
+        )
+        frontier = [int(pid) for pid in out.stdout.split()]
+        victims += frontier
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(victims)
 
 
 def part_files(root: Path) -> list[Path]:

@@ -72,6 +72,8 @@ class DestinationCheck:
         same_size: list[_JobLike] = []
         for job, final, part in zip(jobs, finals, parts, strict=True):
             where = self._where(job.dst_final)
+            if "p" in (final.kind, part.kind):
+                raise TransferError(f"{where}: permission denied", kind="permission")
             if part.kind in ("d", "o"):
                 problems.append(f"{where}.part: something other than a file is in the way")
             if final.kind in ("d", "o"):

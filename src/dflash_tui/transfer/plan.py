@@ -130,6 +130,11 @@ async def inspect_paths(side: Side, paths: list[str]) -> list[PathState]:
 async def resolve_destination(side: Side, src: Endpoint, dst: Endpoint, is_dir: bool) -> Endpoint:
     """The path the source's root will have at the destination (cp/scp rules)."""
     state, parent = await inspect_paths(side, [dst.path, _parent(dst.path)])
+    if "p" in (state.kind, parent.kind):
+        raise TransferError(
+            f"{dst}: permission denied (cannot look into {_parent(dst.path)})",
+            kind="permission",
+        )
     if state.kind == "d":
         target = dst.join(src.name)
         (inner,) = await inspect_paths(side, [target.path])

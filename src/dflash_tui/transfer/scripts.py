@@ -28,14 +28,17 @@ WALK = (
 """
 )
 
-# Destination probe: one line `TYPE SIZE` per argument, in order (n: absent).
+# Destination probe: one line `TYPE SIZE` per argument, in order: d directory,
+# f file, o other, p cannot be looked at (permission denied), n absent.
 INSPECT = (
     _PRELUDE
     + r"""for p do
   if [ -d "$p" ]; then echo "d 0"
   elif [ -f "$p" ]; then printf 'f %s\n' "$(stat -L -c %s -- "$p")"
   elif [ -e "$p" ] || [ -L "$p" ]; then echo "o 0"
-  else echo "n 0"; fi
+  else
+    case $(stat -- "$p" 2>&1 >/dev/null) in *"ermission denied"*) echo "p 0" ;; *) echo "n 0" ;; esac
+  fi
 done
 """
 )

@@ -1,0 +1,107 @@
+"""`dflash-tui relay` as an operator runs it: output, exit codes, --list, resume after kill -9."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.transfer.conftest import random_file
+
+MIB = 1 << 20
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dflash_tui", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def events_of(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_json_lines_and_both_hashes(sshd_factory, write_config) -> None:
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "m.bin", 3 * MIB)
+    out = cli("relay", "--config", str(config), "--json", f"a:{a.home}/m.bin", f"b:{b.home}/")
+    assert out.returncode == 0, out.stderr
+    events = events_of(out.stdout)
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "transfer_started" and kinds[-1] == "transfer_finished"
+    assert "file_progress" in kinds
+    (verified,) = [e for e in events if e["event"] == "file_verified"]
+    assert verified["sha256_src"] == verified["sha256_dst"] == sha
+    assert verified["dst"] == f"b:{b.home}/m.bin"
+    progress = [e for e in events if e["event"] == "file_progress"]
+    assert {"bytes_done", "bytes_total", "rate_bps", "eta_s", "overall_eta_s"} <= set(progress[0])
+
+
+def test_plain_output_prints_both_hashes_and_list_shows_it(sshd_factory, write_config) -> None:
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "m.bin", MIB)
+    out = cli("relay", f"a:{a.home}/m.bin", f"b:{b.home}/copy.bin", "--config", str(config))
+    assert out.returncode == 0, out.stderr
+    assert f"sha256 source      {sha}" in out.stdout
+    assert f"sha256 destination {sha}" in out.stdout and "done: 1 file(s)" in out.stdout
+    again = cli("relay", f"a:{a.home}/m.bin", f"b:{b.home}/copy.bin", "--config", str(config))
+    assert again.returncode == 0 and "already up to date" in again.stdout
+    listed = cli("relay", "--list", "--config", str(config))
+    assert listed.returncode == 0 and listed.stdout.count("done") == 2
+    as_json = json.loads(cli("relay", "--list", "--json", "--config", str(config)).stdout)
+    assert as_json[0]["dst"] == f"b:{b.home}/copy.bin" and as_json[0]["state"] == "done"
+
+
+def test_exit_codes(sshd, write_config) -> None:
+    config = write_config({"a": sshd})
+    unknown = cli("relay", "nohost:/x", "/tmp/y", "--config", str(config))
+    assert unknown.returncode == 2 and "no host 'nohost'" in unknown.stderr
+    missing_dst = cli("relay", "a:/x", "--config", str(config))
+    assert missing_dst.returncode == 2
+    failed = cli("relay", f"a:{sshd.home}/absent", f"a:{sshd.home}/y", "--config", str(config))
+    assert failed.returncode == 1
+    assert f"a:{sshd.home}/absent: no such file or directory" in failed.stderr
+
+
+def test_console_killed_mid_file_resumes_on_rerun(sshd_factory, write_config) -> None:
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    size = 48 * MIB
+    sha = random_file(a.home / "big.bin", size)
+    args = ["relay", "--config", str(config), "--json", "--range-mib", "4", "--streams", "2"]
+    args += [f"a:{a.home}/big.bin", f"b:{b.home}/big.bin"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dflash_tui", *args], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    killed_at = None
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event["event"] == "file_progress" and event["bytes_done"] >= size // 3:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed_at = event["bytes_done"]
+            break
+        assert time.monotonic() < deadline
+    proc.wait(10)
+    assert killed_at is not None and killed_at < size, "the relay finished before the kill"
+    assert not (b.home / "big.bin").exists() and (b.home / "big.bin.part").exists()
+    listed = cli("relay", "--list", "--config", str(config))
+    assert "interrupted" in listed.stdout
+
+    rerun = cli(*args)
+    assert rerun.returncode == 0, rerun.stderr
+    events = events_of(rerun.stdout)
+    started = next(e for e in events if e["event"] == "transfer_started")
+    finished = next(e for e in events if e["event"] == "transfer_finished")
+    assert started["resumed"] and started["bytes_verified"] > 0
+    assert finished["bytes_sent"] == size - started["bytes_verified"]
+    assert hashlib.sha256((b.home / "big.bin").read_bytes()).hexdigest() == sha
+    assert not Path(f"{b.home}/big.bin.part").exists()
