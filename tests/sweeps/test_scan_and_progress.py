@@ -19,7 +19,9 @@ RUN = RunConfig(name="r1", host="h", log="train.log", checkpoints="ckpt/step-*")
 
 
 def _listing(path: str, **files: int) -> Listing:
-    return Listing(path, {n.replace("__", "."): (size, 1) for n, size in files.items()})
+    sizes = {n.replace("__", "."): (size, 1) for n, size in files.items()}
+    promised = {n: s for n, (s, _) in sizes.items() if n.endswith(".safetensors")}
+    return Listing(path, sizes, expected=promised)
 
 
 def test_missing_names_what_a_checkpoint_still_lacks() -> None:
@@ -34,6 +36,13 @@ def test_missing_names_what_a_checkpoint_still_lacks() -> None:
     )
     partial = _listing("a", config__json=2, model__safetensors=5, **{"model.safetensors.part": 3})
     assert partial.missing() is not None and "still being written" in partial.missing()
+    growing = Listing("a", {"config.json": (2, 1), "model.safetensors": (50, 1)}, (), {})
+    assert "header not readable" in (growing.missing() or "")
+    short = Listing(
+        "a", {"config.json": (2, 1), "model.safetensors": (50, 1)}, (), {"model.safetensors": 80}
+    )
+    assert short.missing() == "model.safetensors is still being written (50 of 80 bytes)"
+    promised = {f"model-0000{i}-of-00002.safetensors": 5 for i in (1, 2)}
     shards = Listing(
         "a",
         {
@@ -42,12 +51,14 @@ def test_missing_names_what_a_checkpoint_still_lacks() -> None:
             "model-00001-of-00002.safetensors": (5, 1),
         },
         ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"),
+        promised,
     )
     assert "waiting for 1 of 2 shards" in (shards.missing() or "")
     whole = Listing(
         "a",
         {**shards.files, "model-00002-of-00002.safetensors": (5, 1)},
         shards.shards,
+        promised,
     )
     assert whole.missing() is None
     no_index = Listing("a", {"config.json": (2, 1), "model-00001-of-00002.safetensors": (5, 1)})
@@ -76,16 +87,25 @@ def test_watcher_orders_by_step() -> None:
 
 
 def test_scan_script_on_real_directories(tmp_path: Path) -> None:
+    import torch
+
+    from dflash_tui.evals.synthetic import save_safetensors
+
     one = tmp_path / "ckpt" / "step-100"
     one.mkdir(parents=True)
     (one / "config.json").write_text("{}")
-    (one / "model.safetensors").write_bytes(b"x" * 10)
+    save_safetensors(one / "model.safetensors", {"a": torch.ones(3, 5), "b": torch.zeros(7)})
+    whole = (one / "model.safetensors").read_bytes()
+    cut = tmp_path / "ckpt" / "step-150"  # a trainer half way through writing its weights
+    cut.mkdir()
+    (cut / "config.json").write_text("{}")
+    (cut / "model.safetensors").write_bytes(whole[: len(whole) - 20])
     sharded = tmp_path / "ckpt" / "step 200"  # a space in the name
     sharded.mkdir()
     (sharded / "config.json").write_text("{}")
     index = {"weight_map": {"a.weight": "model-1.safetensors", "b.weight": "model-2.safetensors"}}
     (sharded / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
-    (sharded / "model-1.safetensors").write_bytes(b"y" * 4)
+    save_safetensors(sharded / "model-1.safetensors", {"a": torch.ones(2)})
     (tmp_path / "ckpt" / "step-300.txt").write_text("not a directory")
     out = subprocess.run(
         ["sh", "-c", SCAN_SCRIPT, "sh", "ckpt/step-*", "ckpt/step *", "nothing/*"],
@@ -95,9 +115,11 @@ def test_scan_script_on_real_directories(tmp_path: Path) -> None:
         check=True,
     ).stdout
     listings = {item.path: item for item in parse_scan(out)}
-    assert set(listings) == {"ckpt/step-100", "ckpt/step 200"}
-    assert listings["ckpt/step-100"].files["model.safetensors"][0] == 10
+    assert set(listings) == {"ckpt/step-100", "ckpt/step-150", "ckpt/step 200"}
+    assert listings["ckpt/step-100"].files["model.safetensors"][0] == len(whole)
+    assert listings["ckpt/step-100"].expected["model.safetensors"] == len(whole)
     assert listings["ckpt/step-100"].missing() is None
+    assert "still being written" in (listings["ckpt/step-150"].missing() or "")
     assert listings["ckpt/step 200"].shards == ("model-1.safetensors", "model-2.safetensors")
     assert "waiting for 1 of 2" in (listings["ckpt/step 200"].missing() or "")
 

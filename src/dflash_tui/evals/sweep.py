@@ -2,12 +2,15 @@
 
 A run with `checkpoints = "/workspace/ckpt/step-*"` (a glob on the run's host)
 is scanned in one command: every matching directory with the name, size and
-mtime of its files, and the shard names its `model.safetensors.index.json`
-lists. A directory is *complete* when it has `config.json` and every weight
-file (the index's shards, else `model.safetensors`), nothing that looks
-half-written (`*.part`, `*.tmp`), and the same files with the same sizes and
-mtimes as at the previous scan: a trainer still writing a file is never
-evaluated, so the first scan of a directory never calls it complete.
+mtime of its files, the size each `*.safetensors` file's own header promises
+(8 + header length + the end of its last tensor), and the shard names its
+`model.safetensors.index.json` lists. A directory is *complete* when it has
+`config.json` and every weight file (the index's shards, else
+`model.safetensors`), each as large as its header promises, nothing that
+looks half-written (`*.part`, `*.tmp`), and the same files with the same
+sizes and mtimes as at the previous scan. A trainer still writing a file is
+never evaluated, however its writes are spaced (the header check), and the
+first scan of a directory never calls it complete.
 
 With `auto_eval = ["suite", ...]`, :class:`AutoEval` queues an eval (through
 the JobManager, which relays the checkpoint to the suite's host when needed)
@@ -60,6 +63,16 @@ for pattern in "$@"; do
             [ -f "$f" ] || continue
             st=$(stat -c '%s %Y' -- "$f" 2>/dev/null) || st="$(wc -c < "$f" | tr -d ' ') 0"
             printf 'F %s %s\n' "$st" "${f##*/}"
+            case $f in
+            *.safetensors)
+                # The size the header promises: 8 + header length + the largest data offset.
+                n=$(od -An -tu1 -N8 -- "$f" 2>/dev/null | awk '{v = 0; for (i = NF; i >= 1; i--) v = v * 256 + $i; print v}')
+                case $n in ''|*[!0-9]*) n=0 ;; esac
+                if [ "$n" -gt 0 ] && [ "$n" -lt 100000000 ]; then
+                    end=$(tail -c +9 -- "$f" 2>/dev/null | head -c "$n" | grep -o '"data_offsets": *\[ *[0-9]* *, *[0-9]*' | awk -F'[^0-9]+' '{if ($NF + 0 > m) m = $NF + 0} END {print m + 0}')
+                    printf 'H %s %s\n' "$((8 + n + ${end:-0}))" "${f##*/}"
+                fi ;;
+            esac
         done
         if [ -f "$p/model.safetensors.index.json" ]; then
             grep -o '"[^"]*\.safetensors"' "$p/model.safetensors.index.json" | sort -u | sed 's/^/S /'
@@ -77,6 +90,8 @@ class Listing:
     path: str
     files: Mapping[str, tuple[int, int]]  # name -> (size in bytes, mtime)
     shards: tuple[str, ...] = ()
+    # name -> the size its safetensors header promises (8 + header + data)
+    expected: Mapping[str, int] = field(default_factory=dict)
 
     def missing(self) -> str | None:
         """Why the directory is not a whole checkpoint yet, or None if it has every file."""
@@ -104,6 +119,12 @@ class Listing:
         empty = [w for w in weights if self.files[w][0] == 0]
         if empty:
             return f"{empty[0]} is empty"
+        for name in weights:
+            size, promised = self.files[name][0], self.expected.get(name)
+            if promised is None:
+                return f"{name}: safetensors header not readable yet"
+            if size < promised:
+                return f"{name} is still being written ({size} of {promised} bytes)"
         return None
 
     def signature(self) -> tuple[tuple[str, int, int], ...]:
@@ -116,21 +137,26 @@ def parse_scan(text: str) -> list[Listing]:
     path: str | None = None
     files: dict[str, tuple[int, int]] = {}
     shards: list[str] = []
+    expected: dict[str, int] = {}
 
     def flush() -> None:
         if path is not None:
-            listings.append(Listing(path, dict(files), tuple(shards)))
+            listings.append(Listing(path, dict(files), tuple(shards), dict(expected)))
 
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "D":
             flush()
-            path, files, shards = rest, {}, []
+            path, files, shards, expected = rest, {}, [], {}
         elif kind == "F" and path is not None:
             size, _, tail = rest.partition(" ")
             mtime, _, name = tail.partition(" ")
             with contextlib.suppress(ValueError):
                 files[name] = (int(size), int(mtime))
+        elif kind == "H" and path is not None:
+            size, _, name = rest.partition(" ")
+            with contextlib.suppress(ValueError):
+                expected[name] = int(size)
         elif kind == "S" and path is not None:
             name = rest.strip().strip('"')
             if name and "/" not in name:
