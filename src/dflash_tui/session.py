@@ -1,4 +1,5 @@
-"""The console's core-side wiring: one object that owns the pool, the monitor and transfers.
+"""The console's core-side wiring: one object that owns the pool, the monitor, eval jobs
+and transfers.
 
 The Textual app never talks to `remote/`, `monitor/` or `transfer/` directly:
 it holds a `ConsoleSession`, reads immutable snapshots from it (`runs()`,
@@ -14,7 +15,15 @@ Events a subscriber gets, on the event loop that runs the session:
 - `AlertRaised`: a run turned dead or stalled, or a host became unreachable
   (once per transition; `ring` is False for the first thing ever seen about a
   run or host, which is news but not a change);
-- `TransfersChanged`: a transfer started, progressed, finished or failed.
+- `TransfersChanged`: a transfer started, progressed, finished or failed;
+- `JobsChanged`: an eval job was queued, moved on, finished or was cancelled;
+- `LeaderboardChanged`: results were collected or a baseline was marked.
+
+Eval jobs: the session polls unfinished jobs on their hosts (one command per
+host, every `max(refresh_s, JOBS_POLL_S)`, only while some are unfinished),
+collects finished ones into the results store, runs the auto-eval sweep of
+runs that have `auto_eval`, and feeds the monitor's tau estimates with
+calibration pairs from the results store (recomputed when results change).
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ log = logging.getLogger(__name__)
 
 ALERT_STATES = (RunState.DEAD, RunState.STALLED)
 STOP_TIMEOUT_S = 8.0
+JOBS_POLL_S = 5.0
+CALIBRATION_TTL_S = 30.0
 
 
 # --------------------------------------------------------------------------- events
@@ -72,7 +83,19 @@ class TransfersChanged:
     transfer_id: str | None = None
 
 
-SessionEvent = MonitorEvent | AlertRaised | TransfersChanged
+@dataclass(frozen=True)
+class JobsChanged:
+    """Eval job `job_id` changed (state, progress, collected); re-read `jobs()`."""
+
+    job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaderboardChanged:
+    """New results or a new baseline; re-read `leaderboards()`."""
+
+
+SessionEvent = MonitorEvent | AlertRaised | TransfersChanged | JobsChanged | LeaderboardChanged
 
 
 # --------------------------------------------------------------------------- transfer views
@@ -143,6 +166,12 @@ class SessionAPI(Protocol):
     async def complete_path(self, host: str | None, prefix: str) -> list[str]: ...
     @property
     def evals_available(self) -> bool: ...
+    def jobs(self) -> tuple[Any, ...]: ...
+    def leaderboards(self) -> tuple[Any, ...]: ...
+    def leaderboard(self, suite: str, *, tasks: bool = False) -> Any | None: ...
+    async def start_eval(self, checkpoint: Any, suite: str) -> Any: ...
+    async def cancel_job(self, job_id: str) -> Any: ...
+    def set_baseline(self, suite: str, checkpoint: str | None) -> None: ...
 
 
 # --------------------------------------------------------------------------- the session
@@ -163,42 +192,81 @@ class ConsoleSession:
         clock: Callable[[], float] = time.time,
         pool: HostPool | None = None,
         monitor_options: MonitorOptions | None = None,
+        auto_eval: bool = True,
     ) -> None:
         self.config = config
         self.clock = clock
         self.pool = pool or HostPool(config)
         self._own_pool = pool is None
-        self.monitor = Monitor(config, self.pool, clock=clock, options=monitor_options)
+        self.monitor = Monitor(
+            config, self.pool, clock=clock, options=monitor_options, calibration=self._calibration
+        )
+        self.auto_eval = auto_eval
         self._subscribers: list[Callable[[Any], None]] = []
         self._unsubscribe_monitor: Callable[[], None] | None = None
         self._seen_runs: set[str] = set()
         self._seen_hosts: set[str] = set()
-        self._transfer_conn: sqlite3.Connection | None = None
+        self._db: sqlite3.Connection | None = None
         self._live: dict[str, _LiveTransfer] = {}
+        self._manager: Any = None  # evals.manager.JobManager once started
+        self._sweep: Any = None  # evals.sweep.AutoEval when a run has auto_eval
+        self._sweep_refs: tuple[str, ...] = ()
+        self._calibrations: dict[str, tuple[float, list[tuple[float, float]]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.evals_error: str | None = None
         self._started = False
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Start following logs and probing hosts; returns at once (work runs in tasks)."""
+        """Start following logs, probing hosts and tracking eval jobs; returns at once."""
         if self._started:
             return
         self._started = True
         self._unsubscribe_monitor = self.monitor.subscribe(self._on_monitor_event)
         await self.monitor.start()
+        self._start_evals()
+
+    def _start_evals(self) -> None:
+        try:
+            from dflash_tui.evals.manager import JobManager
+            from dflash_tui.evals.sweep import AutoEval
+
+            manager = JobManager(self.config, self.pool, self._state_db(), self.clock)
+        except (OSError, sqlite3.Error, ImportError) as exc:
+            self.evals_error = f"eval jobs are unavailable: {exc}"
+            log.warning("%s", self.evals_error)
+            return
+        self._manager = manager
+        manager.subscribe(lambda event: self._emit(JobsChanged(event.job_id)))
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._jobs_loop(), name="jobs:poll"))
+        if self.auto_eval and any(r.auto_eval and r.checkpoints for r in self.config.runs):
+            self._sweep = AutoEval(self.config, self.pool, manager, on_change=self._sweep_changed)
+            self._tasks.append(loop.create_task(self._sweep.run_forever(), name="sweep:auto"))
 
     async def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
-        """Stop the monitor (its remote tails are killed) and close connections.
+        """Stop the monitor (its remote tails are killed), job tracking, and connections.
 
         Bounded: after `timeout_s` it stops waiting and returns False (what is
         left is hosts acknowledging closed channels; the process may exit).
+        Eval jobs already running on their hosts keep running.
         """
         if self._unsubscribe_monitor is not None:
             self._unsubscribe_monitor()
             self._unsubscribe_monitor = None
         self._started = False
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
 
         async def stop_all() -> None:
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if self._manager is not None:
+                with contextlib.suppress(Exception):
+                    await self._manager.close()
             with contextlib.suppress(Exception):
                 await self.monitor.stop()
             if self._own_pool:
@@ -207,9 +275,9 @@ class ConsoleSession:
 
         task = asyncio.ensure_future(stop_all())
         done, _ = await asyncio.wait({task}, timeout=timeout_s)
-        if self._transfer_conn is not None:
-            self._transfer_conn.close()
-            self._transfer_conn = None
+        if done and self._db is not None:
+            self._db.close()
+            self._db = None
         return bool(done)
 
     # ------------------------------------------------------------------ events
@@ -294,24 +362,160 @@ class ConsoleSession:
 
     @property
     def evals_available(self) -> bool:
-        """Whether eval jobs and the leaderboard can be shown (their module may be absent)."""
-        return False
+        """Whether eval jobs and the leaderboard can be shown (see `evals_error` if not)."""
+        return self._manager is not None
+
+    def jobs(self, limit: int = 30) -> tuple[Any, ...]:
+        """Eval jobs (`evals.jobs.Job` snapshots), newest first; () before start."""
+        if self._manager is None:
+            return ()
+        try:
+            return tuple(self._manager.jobs(limit=limit))
+        except sqlite3.Error as exc:
+            log.warning("cannot read jobs: %s", exc)
+            return ()
+
+    def leaderboards(self) -> tuple[Any, ...]:
+        """One `evals.leaderboard.Leaderboard` per suite (configured suites first)."""
+        if self._manager is None:
+            return ()
+        from dflash_tui.evals.leaderboard import build_leaderboard, leaderboard_suites
+
+        store = self._manager.results
+        extra = self._complete_checkpoints()
+        boards = []
+        try:
+            for suite in leaderboard_suites(self.config, store):
+                boards.append(build_leaderboard(self.config, store, suite, extra=extra))
+        except (sqlite3.Error, ValueError) as exc:
+            log.warning("cannot build the leaderboard: %s", exc)
+        return tuple(boards)
+
+    def leaderboard(self, suite: str, *, tasks: bool = False) -> Any | None:
+        """One suite's `Leaderboard` (with per-task rows when `tasks`); None if unavailable."""
+        if self._manager is None:
+            return None
+        from dflash_tui.evals.leaderboard import build_leaderboard
+
+        try:
+            return build_leaderboard(
+                self.config,
+                self._manager.results,
+                suite,
+                tasks=tasks,
+                extra=self._complete_checkpoints(),
+            )
+        except (sqlite3.Error, ValueError) as exc:
+            log.warning("cannot build the leaderboard of %s: %s", suite, exc)
+            return None
+
+    async def start_eval(self, checkpoint: Any, suite: str) -> Any:
+        """Queue an eval of `checkpoint` (a name or a CheckpointRef) on `suite`; returns the Job.
+
+        Raises JobError (bad name, unknown suite) or RuntimeError when evals are unavailable.
+        """
+        if self._manager is None:
+            raise RuntimeError(self.evals_error or "eval jobs are not started yet")
+        return await self._manager.start_eval(checkpoint, suite)
+
+    async def cancel_job(self, job_id: str) -> Any:
+        """Cancel an eval job (its preparation here, or its process group on its host)."""
+        if self._manager is None:
+            raise RuntimeError(self.evals_error or "eval jobs are not started yet")
+        return await self._manager.cancel(job_id)
+
+    def set_baseline(self, suite: str, checkpoint: str | None) -> None:
+        """Mark `checkpoint` the baseline of `suite` (None: back to the config's)."""
+        if self._manager is None:
+            raise RuntimeError(self.evals_error or "eval jobs are not started yet")
+        self._manager.results.set_baseline(suite, checkpoint, self.clock())
+        self._results_changed()
+
+    async def _jobs_loop(self) -> None:
+        """Poll unfinished jobs and collect finished ones; idle while there are none."""
+        interval = max(self.config.console.refresh_s, JOBS_POLL_S)
+        manager = self._manager
+        while True:
+            try:
+                if manager.jobs(active_only=True):
+                    await manager.poll()
+                ready = [
+                    j.id
+                    for j in manager.jobs(limit=50)
+                    if j.state == "done" and j.collected_at is None and not j.collect_error
+                ]
+                if ready:
+                    report = await manager.collect(ready)
+                    if report.stored:
+                        self._results_changed()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failed poll is retried next time
+                log.exception("polling eval jobs failed")
+            await asyncio.sleep(interval)
+
+    def _complete_checkpoints(self) -> list[Any]:
+        if self._sweep is None:
+            return []
+        return [s.ref for state in self._sweep.state.values() for s in state.statuses if s.complete]
+
+    def _sweep_changed(self, run: str) -> None:
+        names = tuple(ref.name for ref in self._complete_checkpoints())
+        if names != self._sweep_refs:
+            self._sweep_refs = names
+            self._emit(LeaderboardChanged())
+
+    def _results_changed(self) -> None:
+        self._calibrations.clear()
+        self._emit(LeaderboardChanged())
+
+    def _calibration(self, run: str) -> list[tuple[float, float]]:
+        """(training acc, measured tau) pairs for the monitor's tau estimate of `run`.
+
+        The monitor asks on every snapshot it builds, so the answer is cached
+        (until results change, at most CALIBRATION_TTL_S).
+        """
+        now = time.monotonic()
+        cached = self._calibrations.get(run)
+        if cached is not None and now - cached[0] < CALIBRATION_TTL_S:
+            return cached[1]
+        pairs: list[tuple[float, float]] = []
+        if self._manager is not None:
+            from dflash_tui.evals.pairs import calibration_pairs, default_suite, tau_points
+
+            store = self._manager.results
+            try:
+                suite = default_suite(self.config, store, run)
+                if suite is not None:
+                    pairs = calibration_pairs(tau_points(store, suite), self._acc_at)
+            except sqlite3.Error as exc:
+                log.warning("cannot read calibration pairs: %s", exc)
+        self._calibrations[run] = (now, pairs)
+        return pairs
+
+    def _acc_at(self, run: str, step: int) -> float | None:
+        if run not in self.monitor.run_names:
+            return None
+        return self.monitor.metric_at(run, step)
 
     # ------------------------------------------------------------------ transfers
 
-    def _transfers_db(self) -> sqlite3.Connection:
-        if self._transfer_conn is None:
-            from dflash_tui.transfer import open_transfer_state
-
-            self._transfer_conn = open_transfer_state(self.config.console.state_dir)
-        return self._transfer_conn
+    def _state_db(self) -> sqlite3.Connection:
+        """The state database with the jobs, results and transfers tables (opened once)."""
+        if self._db is None:
+            try:
+                from dflash_tui.evals.manager import open_eval_state
+            except ImportError:
+                from dflash_tui.transfer import open_transfer_state as open_eval_state
+            self._db = open_eval_state(self.config.console.state_dir)
+        return self._db
 
     def transfers(self, limit: int = 20) -> tuple[TransferView, ...]:
         """Recent transfers, newest first: stored rows with the live progress of running ones."""
         from dflash_tui.transfer import list_transfers
 
         try:
-            records = list_transfers(self._transfers_db(), limit=limit)
+            records = list_transfers(self._state_db(), limit=limit)
         except (OSError, sqlite3.Error) as exc:
             log.warning("cannot read transfers: %s", exc)
             records = []
@@ -376,7 +580,7 @@ class ConsoleSession:
                 live.error, live.finished_at = event.reason, self.clock()
             self._emit(TransfersChanged(event.transfer_id))
 
-        result = await relay(self.pool, self._transfers_db(), src, dst, on_event=on_event)
+        result = await relay(self.pool, self._state_db(), src, dst, on_event=on_event)
         self._emit(TransfersChanged(result.transfer_id))
         return result.transfer_id
 
@@ -408,6 +612,8 @@ def _view_from_live(transfer_id: str, t: _LiveTransfer) -> TransferView:
 __all__ = [
     "AlertRaised",
     "ConsoleSession",
+    "JobsChanged",
+    "LeaderboardChanged",
     "SessionAPI",
     "SessionEvent",
     "TransferView",

@@ -14,11 +14,13 @@ from typing import Any
 
 from dflash_tui.config import Config, parse_config
 from dflash_tui.evals.estimate import estimate_tau
+from dflash_tui.evals.jobs import Job
+from dflash_tui.evals.leaderboard import Leaderboard, Row
 from dflash_tui.monitor.gpu import GpuInfo
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
 from dflash_tui.monitor.views import HostView, LinesAppended, LogLine, RunUpdated, RunView
-from dflash_tui.session import TransferView
+from dflash_tui.session import LeaderboardChanged, TransferView
 
 NOW = 1_750_000_000.0  # frozen clock: 2025-06-15 15:06:40 UTC
 
@@ -243,6 +245,82 @@ def default_hosts() -> dict[str, HostView]:
     }
 
 
+def default_jobs() -> tuple[Job, ...]:
+    return (
+        Job(
+            id="20250615-150440-ab12",
+            backend="ssh",
+            host="evalbox",
+            suite="coding10",
+            checkpoint="slammed5/step-3000",
+            checkpoint_host="trainbox",
+            checkpoint_path="workspace/checkpoints/slammed5/step-3000",
+            state="running",
+            created_at=NOW - 120,
+            updated_at=NOW - 5,
+            run="slammed5",
+            step=3000,
+            progress_done=120,
+            progress_total=300,
+            started_at=NOW - 100,
+        ),
+        Job(
+            id="20250615-140000-cd34",
+            backend="ssh",
+            host="evalbox",
+            suite="coding10",
+            checkpoint="slammed5/step-2000",
+            checkpoint_host="trainbox",
+            checkpoint_path="workspace/checkpoints/slammed5/step-2000",
+            state="done",
+            created_at=NOW - 4000,
+            updated_at=NOW - 3400,
+            run="slammed5",
+            step=2000,
+            started_at=NOW - 3900,
+            finished_at=NOW - 3400,
+            collected_at=NOW - 3390,
+        ),
+    )
+
+
+def default_board(baseline: str = "zlab") -> Leaderboard:
+    def metrics(tau: float, acc: float, s1: float, s4: float) -> dict[str, float]:
+        return {"tau_top1": tau, "acc": acc, "streak_top1": s1, "streak_top4": s4}
+
+    zlab = metrics(4.20, 0.46, 3.20, 6.10)
+    rows = [
+        ("zlab", zlab, None, None, NOW - 86400),
+        ("slammed5/step-2000", metrics(3.11, 0.38, 2.11, 4.90), "slammed5", 2000, NOW - 3400),
+        ("slammed5/step-1000", metrics(2.48, 0.31, 1.48, 3.70), "slammed5", 1000, NOW - 7200),
+    ]
+    base = dict(next(r[1] for r in rows if r[0] == baseline))
+    out = [
+        Row(
+            name,
+            m,
+            {k: v / base[k] for k, v in m.items()},
+            baseline=name == baseline,
+            step=step,
+            run=run,
+            created_at=when,
+        )
+        for name, m, run, step, when in rows
+    ]
+    out.append(Row("slammed5/step-3000", {}, {}, step=3000, run="slammed5"))
+    return Leaderboard(
+        suite="coding10",
+        baseline=baseline,
+        baseline_source="config" if baseline == "zlab" else "override",
+        sort="tau_top1",
+        columns=("tau_top1", "acc", "streak_top1", "streak_top4"),
+        rows=tuple(out),
+        tasks={
+            "json_parser": tuple(dataclasses.replace(r, n_anchors=120) for r in out if r.metrics),
+        },
+    )
+
+
 class FixtureSession:
     """Fixed snapshots; `set_run` / `append_lines` change them and emit the events."""
 
@@ -259,6 +337,11 @@ class FixtureSession:
         self.relays: list[tuple[str, str]] = []
         self.line_reads = 0
         self.transfer_reads = 0
+        self.board_reads = 0
+        self._jobs = default_jobs()
+        self._baseline = "zlab"
+        self.evals_started: list[tuple[str, str]] = []
+        self.cancelled: list[str] = []
 
     # ---- SessionAPI
     def now(self) -> float:
@@ -311,7 +394,30 @@ class FixtureSession:
 
     @property
     def evals_available(self) -> bool:
-        return False
+        return True
+
+    def jobs(self) -> tuple[Job, ...]:
+        return self._jobs
+
+    def leaderboards(self) -> tuple[Leaderboard, ...]:
+        self.board_reads += 1
+        return (default_board(self._baseline),)
+
+    def leaderboard(self, suite: str, *, tasks: bool = False) -> Leaderboard | None:
+        return default_board(self._baseline)
+
+    async def start_eval(self, checkpoint: Any, suite: str) -> Job:
+        name = checkpoint if isinstance(checkpoint, str) else checkpoint.name
+        self.evals_started.append((name, suite))
+        return dataclasses.replace(self._jobs[0], id="20250615-150640-ef56", checkpoint=name)
+
+    async def cancel_job(self, job_id: str) -> Job:
+        self.cancelled.append(job_id)
+        return dataclasses.replace(self._jobs[0], state="cancelled")
+
+    def set_baseline(self, suite: str, checkpoint: str | None) -> None:
+        self._baseline = checkpoint or "zlab"
+        self.emit(LeaderboardChanged())
 
     # ---- test helpers
     def emit(self, event: Any) -> None:

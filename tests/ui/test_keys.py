@@ -12,13 +12,17 @@ from textual.command import CommandPalette
 from textual.widgets import Input, TabbedContent
 
 from dflash_tui.ui import actions
+from dflash_tui.ui.panes.jobs import JobsPane
+from dflash_tui.ui.panes.leaderboard import LeaderboardPane
 from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.runs import RunsTable
+from dflash_tui.ui.screens.confirm import ConfirmScreen
 from dflash_tui.ui.screens.detail import DetailScreen
 from dflash_tui.ui.screens.help import HelpScreen
 from dflash_tui.ui.screens.log_full import LogScreen
 from dflash_tui.ui.screens.main import MainScreen
 from dflash_tui.ui.screens.relay_form import RelayForm
+from dflash_tui.ui.screens.tasks import TasksScreen
 from tests.ui.fixture_session import FixtureSession, fixture_config
 
 TESTED = {
@@ -42,6 +46,11 @@ TESTED = {
     "logs.follow": "test_f_toggles_follow",
     "logs.filter": "test_slash_filters_log_lines",
     "transfers.relay": "test_t_opens_the_relay_form_and_starts_a_relay",
+    "leaderboard.evaluate": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
+    "leaderboard.baseline": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
+    "leaderboard.suite": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
+    "leaderboard.tasks": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
+    "jobs.cancel": "test_x_cancels_the_selected_job_after_asking",
 }
 
 
@@ -81,11 +90,25 @@ async def test_help_lists_every_binding(make_app) -> None:
 async def test_palette_lists_every_action_with_its_key(make_app) -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        titles = [c.title for c in app.get_system_commands(app.screen)]
-        for action in actions.for_screen(actions.MAIN):
-            if action.palette:
-                keys = actions.display_keys(action.keys)
-                assert f"{action.title} ({keys})" in titles
+
+        def listed() -> dict[str, bool]:
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            return {
+                a.id: f"{a.title} ({actions.display_keys(a.keys)})" in titles
+                for a in actions.for_screen(actions.MAIN)
+                if a.palette
+            }
+
+        # Every action available where the palette opens is listed with its key, no other.
+        shown = listed()
+        assert all(shown[i] for i in shown if not i.startswith(("leaderboard.", "jobs.")))
+        assert not any(shown[i] for i in ("leaderboard.evaluate", "jobs.cancel"))
+        await pilot.press("5")
+        await pilot.pause()
+        shown = listed()
+        assert shown["leaderboard.evaluate"] and shown["leaderboard.tasks"]
+        assert not shown["jobs.cancel"]
+        await pilot.press("1")
         await pilot.press("ctrl+p")
         await pilot.pause()
         assert CommandPalette.is_open(app)
@@ -235,3 +258,50 @@ async def test_user_keymap_rebinds_an_action() -> None:
         await pilot.press("escape")
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Follow (F)" in titles
+
+
+async def test_leaderboard_keys_evaluate_baseline_suite_and_tasks(
+    make_app, session: FixtureSession
+) -> None:
+    app = make_app(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("e")  # the runs table has focus: e means nothing there
+        assert session.evals_started == []
+        await pilot.press("5")
+        await pilot.pause()
+        pane = app.screen.query_one(LeaderboardPane)
+        assert pane.selected_row.checkpoint == "zlab"
+        await pilot.press("j", "j", "j")
+        assert pane.selected_row.checkpoint == "slammed5/step-3000"
+        await pilot.press("e")
+        await app.workers.wait_for_complete()
+        assert session.evals_started == [("slammed5/step-3000", "coding10")]
+        await pilot.press("k", "b")
+        await pilot.pause(0.7)  # the change arrives as an event, batched like the rest
+        assert pane.board.baseline == "slammed5/step-1000"
+        assert "baseline slammed5/step-1000 (marked with b)" in str(
+            pane.query_one("#board-caption").render()
+        )
+        await pilot.press("s")  # one suite: stays on it
+        assert pane.suite_index == 0 and pane.board.suite == "coding10"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, TasksScreen)
+        assert app.screen.query_one("DataTable").row_count == 1  # json_parser
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_x_cancels_the_selected_job_after_asking(make_app, session: FixtureSession) -> None:
+    app = make_app(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("6")
+        await pilot.pause()
+        assert app.screen.query_one(JobsPane).selected_job.id == "20250615-150440-ab12"
+        await pilot.press("x")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert session.cancelled == []
+        await pilot.press("x", "y")
+        await app.workers.wait_for_complete()
+        assert session.cancelled == ["20250615-150440-ab12"]

@@ -32,3 +32,7 @@ def test_plots_tab_80x24(snap_compare, make_app) -> None:
 
 def test_hosts_tab_80x24(snap_compare, make_app) -> None:
     assert snap_compare(make_app(), terminal_size=(80, 24), press=["4"], run_before=settle)
+
+
+def test_leaderboard_tab_80x24(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=(80, 24), press=["5"], run_before=settle)

@@ -26,6 +26,7 @@ from textual.binding import Binding
 from textual.keys import KEY_NAME_REPLACEMENTS
 
 APP, MAIN, LOG, DETAIL = "app", "main", "log", "detail"
+WIDGET = "widget"  # bound by a widget of the main screen itself (e.g. enter on a table)
 ALL_SCREENS = (MAIN, LOG, DETAIL)
 """Where an action is bound: APP binds it on the App (every screen but modals), the
 others on that screen only."""
@@ -42,9 +43,9 @@ class Action:
     keys: str
     group: str
     screens: tuple[str, ...] = (MAIN,)
-    footer: bool = False
+    footer: bool | tuple[str, ...] = False  # shown in the footer (of these screens only)
     palette: bool = True
-    needs: str | None = None  # "run": a selected run; "evals": eval support
+    needs: str | None = None  # "run", "leaderboard" or "job": what must be selected
 
     @property
     def action(self) -> str:
@@ -73,10 +74,16 @@ ACTIONS: tuple[Action, ...] = (
     # Runs and logs
     Action("runs.open", "open_detail", "Details", "Open the selected run's detail screen", "enter", "Runs", footer=True, needs="run"),
     Action("logs.full", "toggle_log_screen", "Log", "Show the selected run's log full screen (again to go back)", "l", "Runs", (MAIN, LOG), footer=True, needs="run"),
-    Action("logs.follow", "toggle_follow", "Follow", "Toggle following the end of the log", "f", "Runs", (MAIN, LOG), footer=True, needs="run"),
-    Action("logs.filter", "filter_log", "Filter", "Show only log lines containing a text (empty: all)", "slash", "Runs", (MAIN, LOG), footer=True, needs="run"),
+    Action("logs.follow", "toggle_follow", "Follow", "Toggle following the end of the log", "f", "Runs", (MAIN, LOG), footer=(LOG,), needs="run"),
+    Action("logs.filter", "filter_log", "Filter", "Show only log lines containing a text (empty: all)", "slash", "Runs", (MAIN, LOG), footer=(LOG,), needs="run"),
+    # Evals
+    Action("leaderboard.evaluate", "evaluate", "Evaluate", "Evaluate the selected checkpoint on this suite (an eval job)", "e", "Evals", footer=True, needs="leaderboard"),
+    Action("leaderboard.baseline", "mark_baseline", "Baseline", "Make the selected checkpoint this suite's baseline", "b", "Evals", footer=True, needs="leaderboard"),
+    Action("leaderboard.suite", "next_suite", "Next suite", "Show the next suite's leaderboard", "s", "Evals", footer=True, needs="leaderboard"),
+    Action("leaderboard.tasks", "open_tasks", "Tasks", "Show the selected checkpoint's results per task", "enter", "Evals", (WIDGET,), needs="leaderboard"),
+    Action("jobs.cancel", "cancel_job", "Cancel job", "Cancel the selected eval job (asks first)", "x", "Evals", footer=True, needs="job"),
     # Transfers
-    Action("transfers.relay", "open_relay_form", "Relay", "Copy a file or directory between hosts, verified", "t", "Transfers", footer=True),
+    Action("transfers.relay", "open_relay_form", "Relay", "Copy a file or directory between hosts, verified", "t", "Transfers"),
 )  # fmt: skip
 
 BY_ID: dict[str, Action] = {a.id: a for a in ACTIONS}
@@ -207,7 +214,7 @@ def bindings(screen: str) -> list[Binding]:
                     a.keys,
                     a.action,
                     a.title,
-                    show=a.footer,
+                    show=a.footer is True or (isinstance(a.footer, tuple) and screen in a.footer),
                     id=a.id,
                     priority=a.id == "app.palette",
                 )
@@ -215,8 +222,15 @@ def bindings(screen: str) -> list[Binding]:
     return out
 
 
+def binding_for(action_id: str) -> Binding:
+    """The binding of one action, for a widget that binds it itself (enter on a table)."""
+    a = BY_ID[action_id]
+    return Binding(a.keys, a.action, a.title, show=False, id=a.id)
+
+
 def for_screen(screen: str | None) -> Iterable[Action]:
     """Actions reachable on `screen`: its own and the App's (none on a modal)."""
     if screen is None:
         return iter(())
-    return (a for a in ACTIONS if screen in a.screens or APP in a.screens)
+    scopes = {screen, APP, WIDGET} if screen == MAIN else {screen, APP}
+    return (a for a in ACTIONS if scopes & set(a.screens))

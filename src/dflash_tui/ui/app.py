@@ -31,6 +31,8 @@ from dflash_tui.monitor.views import HostUpdated as CoreHostUpdated
 from dflash_tui.monitor.views import LinesAppended as CoreLinesAppended
 from dflash_tui.monitor.views import RunUpdated as CoreRunUpdated
 from dflash_tui.session import AlertRaised, SessionAPI
+from dflash_tui.session import JobsChanged as CoreJobsChanged
+from dflash_tui.session import LeaderboardChanged as CoreLeaderboardChanged
 from dflash_tui.session import TransfersChanged as CoreTransfersChanged
 from dflash_tui.ui import actions, messages
 from dflash_tui.ui.glyphs import use_common_glyphs
@@ -42,11 +44,13 @@ from dflash_tui.ui.panes.leaderboard import LeaderboardPane
 from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.plots import PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable
+from dflash_tui.ui.screens.confirm import ConfirmScreen
 from dflash_tui.ui.screens.detail import DetailScreen
 from dflash_tui.ui.screens.help import HelpScreen
 from dflash_tui.ui.screens.log_full import LogScreen
 from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_wide
 from dflash_tui.ui.screens.relay_form import RelayForm
+from dflash_tui.ui.screens.tasks import TasksScreen
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 
 VIEWS_FLUSH_S = 0.5
@@ -81,11 +85,13 @@ class DflashApp(App[int]):
         self.follow = True
         self.log_filter: str | None = None
         self.active_tab: str | None = None
+        self.suite_index = 0
         self.bells = 0  # terminal bells rung (tests read it)
         self._shown_seq = 0
         self._dirty_runs: set[str] = set()
         self._dirty_hosts = False
         self._dirty_transfers = True
+        self._dirty_evals = True
         self._lines_due = False
         self._views_timer: Timer | None = None
         self._lines_timer: Timer | None = None
@@ -157,6 +163,8 @@ class DflashApp(App[int]):
             self.post_message(messages.HostUpdated(event.host, event.seq))
         elif isinstance(event, CoreTransfersChanged):
             self.post_message(messages.TransfersChanged())
+        elif isinstance(event, (CoreJobsChanged, CoreLeaderboardChanged)):
+            self.post_message(messages.JobsChanged())
         elif isinstance(event, AlertRaised):
             self.post_message(messages.AlertPosted(event))
 
@@ -170,6 +178,11 @@ class DflashApp(App[int]):
 
     def on_transfers_changed(self, message: messages.TransfersChanged) -> None:
         self._dirty_transfers = True
+        self._dirty_evals = True
+        self._arm_views()
+
+    def on_jobs_changed(self, message: messages.JobsChanged) -> None:
+        self._dirty_evals = True
         self._arm_views()
 
     def on_lines_appended(self, message: messages.LinesAppended) -> None:
@@ -210,8 +223,11 @@ class DflashApp(App[int]):
                 self.fill_log_status()
             if dirty or hosts_dirty:
                 self.fill_hosts()
-            if self._dirty_transfers:
-                self.fill_jobs()
+            if self._dirty_transfers or self._dirty_evals:
+                self.fill_jobs()  # a hidden pane is only marked: it refills when shown
+            if self._dirty_evals:
+                self.fill_leaderboard()
+            self._dirty_transfers = self._dirty_evals = False
             screen = self.screen
             if isinstance(screen, DetailScreen) and screen.run in dirty:
                 screen.update_view(self.session.run(screen.run), self.session.now())
@@ -318,15 +334,29 @@ class DflashApp(App[int]):
         pane.update_hosts(self.session.hosts(), self.session.runs(), self.session.now())
 
     def fill_leaderboard(self) -> None:
-        self.main.query_one(LeaderboardPane).update_leaderboard(self.session.evals_available)
+        pane = self.main.query_one(LeaderboardPane)
+        if not pane.visible_now:
+            pane.mark_outdated()  # building the leaderboard reads the results store
+            return
+        session = self.session
+        pane.update_leaderboard(
+            session.evals_available,
+            session.leaderboards(),
+            session.jobs(),
+            session.now(),
+            self.suite_index,
+            error=getattr(session, "evals_error", None),
+        )
 
     def fill_jobs(self) -> None:
         pane = self.main.query_one(JobsPane)
         if not pane.visible_now:
-            pane.mark_outdated()  # reading transfers is a database query: only when seen
+            pane.mark_outdated()  # reading jobs and transfers is a database query
             return
-        self._dirty_transfers = False
-        pane.update_jobs(self.session.transfers(), self.session.now())
+        session = self.session
+        pane.update_jobs(
+            session.transfers(), session.now(), session.jobs(), session.evals_available
+        )
 
     def on_pane_mixin_shown(self, message: PaneMixin.Shown) -> None:
         self.fill_pane(message.pane)
@@ -367,17 +397,34 @@ class DflashApp(App[int]):
         if event.state != WorkerState.ERROR:
             return
         error = worker.error
-        what = {"session": "starting the monitor", "transfer": "the transfer"}.get(
-            worker.group, worker.name
-        )
+        what = {
+            "session": "starting the monitor",
+            "transfer": "the transfer",
+            "eval": "the eval job",
+        }.get(worker.group, worker.name)
         self.notify(f"{what} failed: {error}", severity="error", timeout=15)
 
     # ------------------------------------------------------------------ actions
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         for a in actions.ACTIONS:
-            if a.method.split("(")[0] == action and a.needs == "run":
-                return self.selected_run is not None
+            if a.method.split("(")[0] == action and a.needs is not None:
+                return self._available(a.needs)
+        return True
+
+    def _available(self, needs: str) -> bool:
+        """Whether what an action needs is selected now (drives footer, keys and palette)."""
+        if needs == "run":
+            return self.selected_run is not None
+        if not self._main_ready:
+            return False
+        main = self.main
+        if needs == "leaderboard":
+            pane = main.query_one(LeaderboardPane)
+            return main.pane_of(main.focused) == "leaderboard" and pane.selected_row is not None
+        if needs == "job":
+            pane = main.query_one(JobsPane)
+            return main.pane_of(main.focused) == "jobs" and pane.selected_job is not None
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -386,7 +433,7 @@ class DflashApp(App[int]):
         for a in actions.for_screen(name):
             if not a.palette:
                 continue
-            if a.needs == "run" and self.selected_run is None:
+            if a.needs is not None and not self._available(a.needs):
                 continue
             keys = actions.display_keys(actions.effective_keys(a, self.user_keymap))
             yield SystemCommand(f"{a.title} ({keys})", a.help, partial(self.run_action, a.action))
@@ -473,6 +520,56 @@ class DflashApp(App[int]):
             self.action_show_pane("log")
             self.main.query_one(LogPane).open_filter()
 
+    def action_evaluate(self) -> None:
+        pane = self.main.query_one(LeaderboardPane)
+        row, board = pane.selected_row, pane.board
+        if row is None or board is None:
+            return
+        self.start_eval(row.ref or row.checkpoint, row.checkpoint, board.suite)
+
+    @work(group="eval", exit_on_error=False)
+    async def start_eval(self, target: object, name: str, suite: str) -> None:
+        job = await self.session.start_eval(target, suite)
+        self.notify(f"eval of {name} on {suite} queued as job {job.id}", timeout=6)
+
+    def action_mark_baseline(self) -> None:
+        pane = self.main.query_one(LeaderboardPane)
+        row, board = pane.selected_row, pane.board
+        if row is None or board is None:
+            return
+        self.session.set_baseline(board.suite, row.checkpoint)
+        self.notify(f"{row.checkpoint} is now the baseline of {board.suite}", timeout=4)
+
+    def action_next_suite(self) -> None:
+        self.suite_index += 1
+        self.fill_leaderboard()
+
+    def action_open_tasks(self) -> None:
+        pane = self.main.query_one(LeaderboardPane)
+        row, board = pane.selected_row, pane.board
+        if row is None or board is None:
+            return
+        detailed = self.session.leaderboard(board.suite, tasks=True)
+        if detailed is not None:
+            self.push_screen(TasksScreen(detailed, row.checkpoint))
+
+    def action_cancel_job(self) -> None:
+        job = self.main.query_one(JobsPane).selected_job
+        if job is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.cancel_job(job.id)
+
+        question = f"Cancel job {job.id} ({job.checkpoint} on {job.suite}, {job.state})?"
+        self.push_screen(ConfirmScreen(question), answered)
+
+    @work(group="eval", exit_on_error=False)
+    async def cancel_job(self, job_id: str) -> None:
+        job = await self.session.cancel_job(job_id)
+        self.notify(f"job {job.id}: {job.describe()}", timeout=6)
+
     def action_open_relay_form(self) -> None:
         def started(words: tuple[str, str] | None) -> None:
             if words is not None:
@@ -484,6 +581,7 @@ class DflashApp(App[int]):
     async def start_relay(self, src: str, dst: str) -> None:
         self.notify(f"relay {src} -> {dst} started", timeout=4)
         self._dirty_transfers = True
+        self._dirty_evals = True
         transfer_id = await self.session.relay(src, dst)
         self.notify(f"relay {src} -> {dst} done, verified ({transfer_id})", timeout=8)
 

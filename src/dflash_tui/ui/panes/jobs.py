@@ -1,36 +1,62 @@
-"""The jobs pane: relay transfers with progress bars, and eval jobs.
+"""The jobs pane: eval jobs (a table; `x` cancels the selected one) and relay transfers
+with progress bars.
 
-Transfers come from the session (the stored rows plus live progress); eval
-jobs say what will appear until the job manager is available.
+Both come from the session: jobs are `evals.jobs.Job` snapshots, transfers
+the stored rows plus live progress. Reading them is a database query, so the
+App fills this pane only while it is on screen.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 from dflash_tui.session import TransferView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.panes.base import PaneMixin
 
-JOBS_PLACEHOLDER = (
-    "Eval jobs started on the GPU hosts (their state, progress and logs) will appear "
-    "here, once eval jobs are available."
+NO_JOBS = (
+    "No eval jobs yet. Press e on a leaderboard row to evaluate a checkpoint; runs with "
+    "auto_eval are evaluated as they write checkpoints."
 )
+NO_EVALS = "Eval jobs will appear here once eval support is available."
 NO_TRANSFERS = "No transfers yet. Press t to copy a checkpoint between hosts (verified, resumable)."
 
-STATE_STYLE = {"running": "running", "done": "done", "failed": "failed", "interrupted": "stalled"}
+STATE_STYLE = {
+    "running": "running",
+    "done": "done",
+    "failed": "failed",
+    "lost": "failed",
+    "interrupted": "stalled",
+    "cancelled": "dim",
+    "queued": "running",
+    "relaying": "running",
+    "uploading": "running",
+    "starting": "running",
+}
+
+
+class JobsTable(DataTable):
+    """Eval jobs keyed by id."""
+
+    COMPONENT_CLASSES = {
+        "jobs--running",
+        "jobs--done",
+        "jobs--failed",
+        "jobs--stalled",
+        "jobs--dim",
+    }
 
 
 class JobsPane(PaneMixin, VerticalScroll):
     pane_name = "jobs"
-    can_focus = True
     COMPONENT_CLASSES = {
         "jobs--running",
         "jobs--done",
@@ -39,20 +65,49 @@ class JobsPane(PaneMixin, VerticalScroll):
         "jobs--dim",
         "jobs--heading",
     }
-    DEFAULT_CSS = "JobsPane > Static { width: 1fr; height: auto; }"
+    DEFAULT_CSS = """
+    JobsPane > Static { width: 1fr; height: auto; }
+    JobsPane > JobsTable { height: auto; max-height: 12; }
+    """
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes)
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._jobs: tuple[Any, ...] = ()
         self._transfers: tuple[TransferView, ...] = ()
+        self._available = False
         self._now = 0.0
         self._width = 0
 
     def compose(self) -> ComposeResult:
+        yield Static("Eval jobs", id="jobs-heading", classes="heading")
+        yield JobsTable(id="jobs-table", cursor_type="row", cell_padding=1)
         yield Static("", id="jobs-body")
 
-    def update_jobs(self, transfers: Sequence[TransferView], now: float) -> None:
+    @property
+    def table(self) -> JobsTable:
+        return self.query_one(JobsTable)
+
+    def update_jobs(
+        self,
+        transfers: Sequence[TransferView],
+        now: float,
+        jobs: Sequence[Any] = (),
+        available: bool = False,
+    ) -> None:
         self._transfers, self._now = tuple(transfers), now
+        self._jobs, self._available = tuple(jobs), available
         self.draw_or_defer()
+
+    @property
+    def selected_job(self) -> Any | None:
+        table = self.table
+        if not table.row_count or not table.display:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:  # the cursor is off the table
+            return None
+        return next((j for j in self._jobs if j.id == key), None)
 
     def on_resize(self, event: events.Resize) -> None:
         if event.size.width != self._width:
@@ -64,8 +119,11 @@ class JobsPane(PaneMixin, VerticalScroll):
     def draw(self) -> None:
         self._width = self.size.width
         width = max(40, self.scrollable_content_region.width or 80)
+        self._draw_jobs(width)
         out = Text(no_wrap=True, overflow="ellipsis")
-        out.append("Transfers\n", self._style("heading"))
+        if not self._jobs:
+            out.append((NO_JOBS if self._available else NO_EVALS) + "\n", self._style("dim"))
+        out.append("\nTransfers\n", self._style("heading"))
         if not self._transfers:
             out.append(NO_TRANSFERS + "\n", self._style("dim"))
         bar_w = 24 if width >= 110 else 12
@@ -84,14 +142,46 @@ class JobsPane(PaneMixin, VerticalScroll):
                 if t.current_file:
                     out.append(f"  {fmt.clip(t.current_file, 30)}", self._style("dim"))
             elif t.finished_at is not None:
-                out.append(
-                    f"  {fmt.short_duration(self._now - t.finished_at)} ago", self._style("dim")
-                )
+                ago = fmt.short_duration(self._now - t.finished_at)
+                out.append(f"  {ago} ago", self._style("dim"))
             out.append("\n")
             if t.error:
                 out.append(
                     "           " + fmt.clip(t.error, width - 11) + "\n", self._style("failed")
                 )
-        out.append("\nEval jobs\n", self._style("heading"))
-        out.append(JOBS_PLACEHOLDER, self._style("dim"))
         self.query_one("#jobs-body", Static).update(out)
+
+    def _draw_jobs(self, width: int) -> None:
+        table = self.table
+        table.display = bool(self._jobs)
+        selected = self.selected_job
+        if not table.columns:
+            for key in ("job", "state", "checkpoint", "suite", "host", "progress", "detail"):
+                table.add_column(key, key=key)
+        table.clear()
+        for job in self._jobs:
+            style = self._style(STATE_STYLE.get(job.state, "dim"))
+            progress = job.progress
+            bar = (
+                fmt.bar(progress, 10) + f" {fmt.percent(progress):>4}"
+                if progress is not None
+                else ""
+            )
+            age = self._now - (job.finished_at or job.started_at or job.created_at)
+            detail = job.describe()
+            if job.state == "done" and job.collected_at is None:
+                detail += " (collecting)"
+            table.add_row(
+                Text(job.id),
+                Text(job.state, style=style),
+                Text(fmt.clip(job.checkpoint, 28)),
+                Text(job.suite),
+                Text(job.host),
+                Text(bar, style=style),
+                Text(fmt.clip(f"{detail}  {fmt.short_duration(age)} ago", max(20, width - 90))),
+                key=job.id,
+            )
+        if selected is not None:
+            ids = [j.id for j in self._jobs]
+            if selected.id in ids:
+                table.move_cursor(row=ids.index(selected.id), animate=False)

@@ -1,42 +1,175 @@
-"""The eval leaderboard pane: checkpoints ranked against the baseline drafter.
+"""The eval leaderboard pane: per suite, checkpoints ranked against the baseline drafter.
 
-Until eval results can be collected, it says what will appear here; it is
-never an error that there are no results yet.
+One suite at a time (`s` cycles); rows are the core's `Leaderboard` rows in
+its order: the metrics it lists, the sort metric's ratio to the baseline,
+the training step, and when it was measured (or the state of the job that
+is measuring it). `e` evaluates the selected checkpoint on this suite, `b`
+makes it the baseline, enter shows its per-task results. Until eval support
+is available (or no suite is configured), the pane says what will appear.
 """
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
-from textual.widgets import Static
+from collections.abc import Sequence
+from typing import Any
 
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from dflash_tui.evals.leaderboard import format_metric, format_ratio
+from dflash_tui.ui import format as fmt
+from dflash_tui.ui.actions import binding_for
 from dflash_tui.ui.panes.base import PaneMixin
 
 PLACEHOLDER = (
-    "Eval leaderboard\n\n"
     "Checkpoints ranked by acceptance length (tau) on each eval suite will appear here, "
-    "with acc, streaks, their ratio to the baseline drafter, the training step and when "
-    "they were measured.\n\n"
-    "Results arrive once eval jobs run on the configured suites "
-    "([[suites]] and [[checkpoints]] in hosts.toml)."
+    "with acc and streaks, their ratio to the baseline drafter, the training step and when "
+    "they were measured. Define [[suites]] and [[checkpoints]] in hosts.toml; evals run as "
+    "jobs on the suite's host (e on a row, or auto_eval on a run)."
 )
+MAX_METRICS_COMPACT = 3
+MAX_METRICS_WIDE = 6
 
 
-class LeaderboardPane(PaneMixin, VerticalScroll):
+class LeaderboardTable(DataTable):
+    """Rows keyed by checkpoint name; enter opens the per-task drill-down."""
+
+    BINDINGS = [binding_for("leaderboard.tasks")]
+    COMPONENT_CLASSES = {"board--baseline", "board--dim", "board--job"}
+
+
+class LeaderboardPane(PaneMixin, Vertical):
     pane_name = "leaderboard"
     can_focus = True
-    DEFAULT_CSS = "LeaderboardPane > Static { width: 1fr; height: auto; }"
+    DEFAULT_CSS = """
+    LeaderboardPane > #board-caption { height: auto; }
+    LeaderboardPane > LeaderboardTable { height: 1fr; }
+    """
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes)
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.boards: tuple[Any, ...] = ()
+        self.suite_index = 0
+        self._jobs: tuple[Any, ...] = ()
         self._available = False
+        self._error: str | None = None
+        self._now = 0.0
+        self._shape: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
-        yield Static(PLACEHOLDER, id="leaderboard-body", markup=False, classes="placeholder")
+        yield Static(PLACEHOLDER, id="board-caption", markup=False)
+        yield LeaderboardTable(id="board-table", cursor_type="row", cell_padding=1)
 
-    def update_leaderboard(self, available: bool) -> None:
-        self._available = available
+    @property
+    def table(self) -> LeaderboardTable:
+        return self.query_one(LeaderboardTable)
+
+    def update_leaderboard(
+        self,
+        available: bool,
+        boards: Sequence[Any],
+        jobs: Sequence[Any],
+        now: float,
+        suite_index: int = 0,
+        error: str | None = None,
+    ) -> None:
+        self._available, self._error = available, error
+        self.boards, self._jobs, self._now = tuple(boards), tuple(jobs), now
+        self.suite_index = suite_index % len(self.boards) if self.boards else 0
         self.draw_or_defer()
 
+    @property
+    def board(self) -> Any | None:
+        return self.boards[self.suite_index] if self.boards else None
+
+    @property
+    def selected_row(self) -> Any | None:
+        board, table = self.board, self.table
+        if board is None or not table.row_count:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:  # the cursor is off the table
+            return None
+        return next((r for r in board.rows if r.checkpoint == key), None)
+
     def draw(self) -> None:
-        self.query_one("#leaderboard-body", Static).update(PLACEHOLDER)
+        caption = self.query_one("#board-caption", Static)
+        table = self.table
+        board = self.board
+        if not self._available or board is None:
+            caption.update(self._error or PLACEHOLDER)
+            caption.add_class("placeholder")
+            table.display = False
+            return
+        caption.remove_class("placeholder")
+        table.display = True
+        caption.update(self._caption(board))
+        wide = self.size.width >= 110
+        metrics = list(board.columns)[: MAX_METRICS_WIDE if wide else MAX_METRICS_COMPACT]
+        shape = (board.suite, tuple(metrics))
+        if shape != self._shape:
+            self._shape = shape
+            table.clear(columns=True)
+            table.add_column("#", key="rank")
+            table.add_column("checkpoint", key="checkpoint")
+            table.add_column("step", key="step")
+            for m in metrics:
+                table.add_column(m, key=m)
+            table.add_column(f"vs {board.baseline or 'baseline'}", key="ratio")
+            table.add_column("measured", key="when")
+        selected = self.selected_row
+        table.clear()
+        for i, row in enumerate(board.rows, start=1):
+            table.add_row(*self._cells(board, row, i, metrics), key=row.checkpoint)
+        if selected is not None:
+            names = [r.checkpoint for r in board.rows]
+            if selected.checkpoint in names:
+                table.move_cursor(row=names.index(selected.checkpoint), animate=False)
+
+    def _caption(self, board: Any) -> Text:
+        out = Text()
+        out.append(board.suite, "bold")
+        if len(self.boards) > 1:
+            out.append(f" ({self.suite_index + 1}/{len(self.boards)}, s: next suite)")
+        base = board.baseline or "none"
+        how = {"override": "marked with b", "config": "from hosts.toml"}.get(
+            board.baseline_source or "", ""
+        )
+        out.append(f"  baseline {base}" + (f" ({how})" if how else ""))
+        out.append(f"  sorted by {board.sort}")
+        if board.note:
+            out.append(f"\n{board.note}", self._style("dim"))
+        return out
+
+    def _style(self, name: str) -> Any:
+        return self.table.get_component_rich_style(f"board--{name}", partial=True)
+
+    def _job_for(self, suite: str, checkpoint: str) -> Any | None:
+        for job in self._jobs:  # newest first
+            if job.suite == suite and job.checkpoint == checkpoint and not job.terminal:
+                return job
+        return None
+
+    def _cells(self, board: Any, row: Any, rank: int, metrics: list[str]) -> list[Text]:
+        base_style = self._style("baseline") if row.baseline else ""
+        name = row.checkpoint + (" (baseline)" if row.baseline else "")
+        cells = [
+            Text(str(rank) if row.metrics else "-", style=base_style),
+            Text(name, style=base_style),
+            Text(fmt.step(row.step), justify="right"),
+        ]
+        for m in metrics:
+            cells.append(Text(format_metric(m, row.metrics.get(m)), justify="right"))
+        ratio = row.ratios.get(board.sort)
+        cells.append(Text(format_ratio(ratio, board.baseline) if not row.baseline else ""))
+        job = self._job_for(board.suite, row.checkpoint)
+        if job is not None:
+            cells.append(Text(job.describe(), style=self._style("job")))
+        elif row.created_at is not None:
+            cells.append(Text(f"{fmt.short_duration(self._now - row.created_at)} ago"))
+        else:
+            cells.append(Text("not evaluated (e)", style=self._style("dim")))
+        return cells

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
-from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
 from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import RunView
 from dflash_tui.ui import format as fmt
+from dflash_tui.ui.actions import binding_for
 from dflash_tui.ui.panes.base import PaneMixin
 
 
@@ -79,7 +79,7 @@ class RunsTable(PaneMixin, DataTable):
     """Rows keyed by run name; `update_runs` stores the views and redraws when seen."""
 
     pane_name = "runs"
-    BINDINGS = [Binding("enter", "app.open_detail", "Details", show=False, id="runs.open")]
+    BINDINGS = [binding_for("runs.open")]
     COMPONENT_CLASSES = {
         "runs--alive",
         "runs--stalled",

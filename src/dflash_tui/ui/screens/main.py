@@ -112,6 +112,10 @@ class MainScreen(Screen[None]):
         pane = self.pane(name)
         if isinstance(pane, LogPane):
             return pane.log_widget
+        if isinstance(pane, LeaderboardPane):
+            return pane.table if pane.table.display else pane
+        if isinstance(pane, JobsPane):
+            return pane.table if pane.table.display else pane
         return pane
 
 
