@@ -174,7 +174,7 @@ max_anchors = 8
         for name, files in seen_at_start.items():
             final = ckpt / name.split("/")[1]
             assert files == {p.name: p.stat().st_size for p in final.iterdir()}, name
-        await manager.collect()
+        # the extra ticks above collected the finished auto-evals
         progress = build_progress(config, manager.results, "r1", "coding")
         tau = progress.series["tau_top1"]
         assert tau.steps == [100, 200, 300] and tau.baseline is None  # zlab not evaluated

@@ -238,6 +238,8 @@ class EvalStarter(Protocol):
 
     async def start_eval(self, checkpoint: CheckpointRef, suite: str) -> Job: ...
 
+    async def collect(self, job_ids: Iterable[str] | None = None) -> Any: ...
+
 
 def already_handled(jobs: Sequence[Job], ref: CheckpointRef, suite: str) -> bool:
     """A job for this checkpoint and suite exists (running, done, or given up on)."""
@@ -267,7 +269,9 @@ class AutoEval:
     """Scans every run with `auto_eval` and queues evals of new complete checkpoints.
 
     Call `tick()` on a timer (the console does, every `interval_s`), or
-    `run_forever()`. Each tick is one scan per run plus the job starts it allows.
+    `run_forever()`. Each tick is one scan per run plus the job starts it
+    allows, and collects the auto-evals that finished (someone must `poll()`
+    the JobManager for jobs to finish: the console's jobs refresh does).
     """
 
     def __init__(
@@ -302,6 +306,8 @@ class AutoEval:
             state.error = None
             state.statuses = self.watchers[run.name].update(listings)
             started.extend(await self._queue(run, state))
+            if state.queued:  # finished auto-evals go to the results store: the plot fills
+                await self.manager.collect(state.queued)
             self._changed(run.name)
         return started
 
