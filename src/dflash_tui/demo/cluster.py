@@ -62,6 +62,7 @@ class DemoRun:
     name: str
     mode: str
     seed: int
+    checkpoints: bool = True  # a healthy run writes checkpoints (and auto-evaluates them)
 
 
 DEMO_RUNS = (
@@ -82,8 +83,12 @@ class DemoCluster:
         *,
         trainer_interval_s: float = 0.3,
         port_base: int | None = None,
+        runs: tuple[DemoRun, ...] = DEMO_RUNS,
+        eval_assets: bool = True,
     ) -> None:
         self._own_base = base is None
+        self.runs = tuple(runs)
+        self.build_eval_assets = eval_assets
         self.base = Path(base or tempfile.mkdtemp(prefix="dflash-demo-")).resolve()
         self.trainer_interval_s = trainer_interval_s
         self.port_base = port_base
@@ -151,7 +156,7 @@ class DemoCluster:
 
     def write_config(self) -> Path:
         ports = {name: server.port for name, server in self.servers.items()}
-        self.config_path.write_text(demo_config_text(ports))
+        self.config_path.write_text(demo_config_text(ports, runs=self.runs))
         self.known_hosts_path.write_text(
             "".join(srv.known_hosts_line() for srv in self.servers.values())
         )
@@ -162,7 +167,8 @@ class DemoCluster:
     async def start(self) -> Path:
         """Start servers and trainers; returns the path of the demo's hosts.toml."""
         self._write_tools()
-        self._start_eval_assets()
+        if self.build_eval_assets:
+            self._start_eval_assets()
         client_key = self._key(self.client_key_path)
         authorized = client_key.export_public_key("openssh").decode()
         for offset, name in enumerate(HOSTS):
@@ -188,7 +194,7 @@ class DemoCluster:
 
     def _start_trainers(self) -> None:
         script = self.container_root / "workspace" / TRAIN_SCRIPT
-        for run in DEMO_RUNS:
+        for run in self.runs:
             argv = [
                 sys.executable,
                 str(script),
@@ -205,7 +211,7 @@ class DemoCluster:
                 "--parent-pid",
                 str(os.getpid()),
             ]
-            if run.mode == "healthy":
+            if run.mode == "healthy" and run.checkpoints:
                 argv += [
                     "--checkpoint-dir",
                     str(self.container_root / "workspace" / "checkpoints" / run.name),
@@ -296,17 +302,19 @@ class DemoCluster:
             thread.join(10)
 
 
-def demo_config_text(ports: dict[str, int], local_prefix: str = "") -> str:
+def demo_config_text(
+    ports: dict[str, int], local_prefix: str = "", runs: tuple[DemoRun, ...] = DEMO_RUNS
+) -> str:
     """The demo's hosts.toml. Local paths are relative to the file (under `local_prefix`);
     remote paths are relative to each host's working directory, as with ssh and scp."""
-    runs = []
-    for run in DEMO_RUNS:
+    run_tables = []
+    for run in runs:
         stall = "\nstall_after_s = 60" if run.mode == "stalled" else ""
-        if run.mode == "healthy":
+        if run.mode == "healthy" and run.checkpoints:
             stall += f'\ncheckpoints = "workspace/checkpoints/{run.name}/step-*"'
             # Every new checkpoint is evaluated as the trainer writes it (evals.sweep.AutoEval).
             stall += f'\nauto_eval = ["{demo_assets.SUITE_NAME}"]\nmax_parallel = 1'
-        runs.append(
+        run_tables.append(
             f'[[runs]]\nname = "{run.name}"\nhost = "trainbox"\nlog = "workspace/train_{run.name}.log"\n'
             f'process = "{TRAIN_SCRIPT} --run {run.name}"\ntotal_steps = 70000{stall}\n'
         )
@@ -344,7 +352,7 @@ model_roots = ["models"]
 roles = ["storage"]
 
 """
-        + "\n".join(runs)
+        + "\n".join(run_tables)
         + f"""
 # The baseline drafter and the coding suite live on the eval host; the healthy run's
 # checkpoints (on trainbox) are relayed there when evaluated.

@@ -19,6 +19,7 @@ from dflash_tui.ui.panes.plots import step_ticks
 
 POINT_MARKER = "●"
 BASELINE_MARKER = "─"
+LINE_MARKER = "·"  # braille is missing from several common terminal fonts
 Rgb = tuple[int, int, int]
 
 
@@ -62,7 +63,7 @@ def draw_progress(
         plt.plot(
             [lo, hi], [series.baseline, series.baseline], marker=BASELINE_MARKER, color=baseline_rgb
         )
-    plt.plot(xs, ys, marker="braille", color=point_rgb)
+    plt.plot(xs, ys, marker=LINE_MARKER, color=point_rgb)
     plt.scatter(xs, ys, marker=POINT_MARKER, color=point_rgb)
     top = max([*ys, series.baseline or ys[0]])
     bottom = min([*ys, series.baseline or ys[0]])
