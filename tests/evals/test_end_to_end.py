@@ -7,6 +7,7 @@ job runs on its host; new processes re-attach, collect and rank it.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import signal
@@ -15,7 +16,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from dflash_tui.evals.jobs import JobStore
+from dflash_tui.config import load_config
+from dflash_tui.evals.jobs import Job, JobStore
+from dflash_tui.evals.manager import JobManager, open_eval_state
+from dflash_tui.remote import HostPool
 from tests.evals.conftest import Cluster, pgroup_alive
 
 DEADLINE_S = 60
@@ -84,37 +88,46 @@ def test_relayed_eval_survives_console_kill_and_reaches_the_leaderboard(cluster:
     (listed,) = json.loads(out.stdout)["jobs"]
     assert listed["id"] == job["id"] and listed["state"] == "running"
 
-    # 4. Let it finish; meanwhile evaluate the baseline (on its own host, no relay) to the end.
-    cluster.gate.open()
-    base = subprocess.run(
-        cluster.cli("eval", "zlab", "coding", "--wait", "--json"),
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S,
-    )
-    assert base.returncode == 0, base.stdout + base.stderr
-    base_job = json.loads(base.stdout)["job"]
-    assert base_job["state"] == "done" and base_job["remote_checkpoint_path"] == str(
+    # 4. Another new console (this process) evaluates the baseline on its own host meanwhile,
+    #    lets both finish, and sees the re-attached job through to the end.
+    async def console_two() -> tuple[Job, Job]:
+        config = load_config(cluster.config)
+        conn = open_eval_state(config.console.state_dir)
+        async with HostPool(config) as pool:
+            manager = JobManager(config, pool, conn)
+            base = await manager.launch("zlab", "coding")
+            assert base.state == "running" and base.gpu == "1"  # GPU 0 is the student's
+            cluster.gate.open()
+            base = await manager.wait(base.id, interval_s=0.3)
+            student = await manager.wait(str(job["id"]), interval_s=0.3)
+            tail = manager.follow_log(student.id)  # the live log, as the jobs pane shows it
+            assert tail is not None
+            seen: list[str] = []
+            async with tail:
+                async for batch in tail:
+                    seen += [line.text for line in batch.lines]
+                    if any('"event": "done"' in text for text in seen):
+                        break
+            assert any(text.startswith('{"event": "start"') for text in seen)
+        conn.close()
+        return base, student
+
+    base_job, finished = asyncio.run(console_two())
+    assert base_job.state == "done" and base_job.remote_checkpoint_path == str(
         cluster.paths["zlab"]
     )
-
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        out = subprocess.run(cluster.cli("jobs", "--json"), capture_output=True, text=True)
-        states = {j["id"]: j for j in json.loads(out.stdout)["jobs"]}
-        if states[job["id"]]["state"] == "done" or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
-    finished = states[job["id"]]
-    assert finished["state"] == "done", finished
-    assert finished["progress_done"] == finished["progress_total"] > 0
+    assert finished.state == "done", finished
+    assert finished.progress_done == finished.progress_total and (finished.progress_total or 0) > 0
     assert not pgroup_alive(pgid)
 
-    # 5. Collect: the student's results and log land in results/<suite>/<checkpoint>__<job-id>/.
+    # 5. Collect: both results and logs land in results/<suite>/<checkpoint>__<job-id>/.
     out = subprocess.run(cluster.cli("collect", "--json"), capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     stored = json.loads(out.stdout)["stored"]
-    assert [(s["checkpoint"], s["job_id"]) for s in stored] == [("student", job["id"])]
+    assert sorted((s["checkpoint"], s["job_id"]) for s in stored) == [
+        ("student", job["id"]),
+        ("zlab", base_job.id),
+    ]
     folder = cluster.config.parent / "results" / "coding" / f"student__{job['id']}"
     results = json.loads((folder / "eval_results.json").read_text())
     assert results["schema"] == "dflash-eval/1" and results["checkpoint"]["name"] == "student"

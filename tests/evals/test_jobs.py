@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from dflash_tui import cli
 from dflash_tui.config import load_config
 from dflash_tui.evals.backends import LaunchSpec, SshBackend
 from dflash_tui.evals.jobs import Job, JobStore, JobUpdated
 from dflash_tui.evals.manager import JobManager, local_process_start, open_eval_state
 from dflash_tui.evals.upload import HarnessUploader, harness_sha256
 from dflash_tui.remote import HostPool
-from tests.evals.conftest import Cluster, pgroup_alive
+from tests.evals.conftest import SECRET, Cluster, pgroup_alive
 
 
 @pytest.fixture
@@ -47,6 +48,22 @@ async def test_cancel_kills_the_remote_process_group(cluster: Cluster, manager: 
     assert len(members) >= 2  # the job's shell and the (gated) harness python under it
     assert [e.state for e in events][:2] == ["queued", "uploading"]
 
+    # The host's env (a secret) and CUDA_VISIBLE_DEVICES reach the harness process...
+    (python,) = subprocess.run(
+        ["pgrep", "-P", str(job.pid)], capture_output=True, text=True
+    ).stdout.split()
+    environ = Path(f"/proc/{python}/environ").read_bytes().split(b"\0")
+    assert b"CUDA_VISIBLE_DEVICES=0" in environ and f"HF_TOKEN={SECRET}".encode() in environ
+    # ...but never the command shown, job.json or the job's row.
+    job_json = (Path(job.remote_dir) / "job.json").read_text()
+    assert SECRET not in job_json and SECRET not in (job.command or "")
+    assert SECRET not in json.dumps(job.as_dict())
+    assert json.loads(job_json)["command"] == job.command
+
+    # The live log, as the jobs pane follows it.
+    tail = manager.follow_log(job.id)
+    assert tail is not None and tail.path == f"{job.remote_dir}/log"
+
     # Another process cancels it, as `dflash-tui cancel` does.
     out = subprocess.run(
         cluster.cli("cancel", job.id[:17], "--json"), capture_output=True, text=True, timeout=60
@@ -65,25 +82,24 @@ async def test_cancel_kills_the_remote_process_group(cluster: Cluster, manager: 
     assert again.returncode == 1 and "already cancelled" in again.stderr
 
 
-def test_a_failing_harness_shows_the_failure_and_its_last_log_lines(cluster: Cluster) -> None:
+def test_a_failing_harness_shows_the_failure_and_its_last_log_lines(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
     cluster.gate.open()
-    out = subprocess.run(
-        cluster.cli("eval", "alien", "coding", "--wait", "--json"),
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert out.returncode == 1, out.stdout + out.stderr
-    job = json.loads(out.stdout)["job"]
+    config = ["--config", str(cluster.config)]
+    code = cli.main(["eval", "alien", "coding", "--wait", "--json", *config])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1, out
+    job = out["job"]
     assert job["state"] == "failed" and job["exit_code"] == 2  # bad input
     assert "cannot evaluate drafter" in job["error"]  # the harness's own message
     assert any(line.startswith("error: cannot evaluate drafter") for line in job["log_tail"])
-    assert "collect" not in json.loads(out.stdout)
+    assert "collect" not in out
 
-    shown = subprocess.run(cluster.cli("jobs", job["id"]), capture_output=True, text=True)
-    assert shown.returncode == 0, shown.stderr
-    assert "failed: cannot evaluate drafter" in shown.stdout
-    assert "| error: cannot evaluate drafter" in shown.stdout
+    assert cli.main(["jobs", job["id"], *config]) == 0
+    shown = capsys.readouterr().out
+    assert "failed: cannot evaluate drafter" in shown
+    assert "| error: cannot evaluate drafter" in shown
 
 
 async def test_a_reused_pid_is_not_mistaken_for_the_job(

@@ -46,6 +46,7 @@ from dflash_tui.evals.targets import (
     suite_config,
 )
 from dflash_tui.evals.upload import HarnessUploader
+from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
@@ -570,6 +571,12 @@ class JobManager:
         job = self.job(job_id)
         path = self.backend(job.host).log_path(job)
         return (job.host, path) if path else None
+
+    def follow_log(self, job_id: str) -> LogTail | None:
+        """A live tail of the job's log (`async with tail: async for batch in tail`), from its
+        first line; None until the job has a log on its host."""
+        where = self.log_location(job_id)
+        return LogTail(self.pool, where[0], where[1]) if where else None
 
     async def wait(
         self,
