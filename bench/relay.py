@@ -10,7 +10,13 @@ aborts the benchmark.
 * `dflash-tui relay a:SRC b:DST` (the CLI as an operator runs it: AES-GCM,
   ranges hashed at both ends, whole-file sha256 at both ends, .part + rename);
 * `scp -3 scp://a/SRC scp://b/DST` (OpenSSH defaults, no verification);
-* `ssh a cat SRC | ssh b 'cat > DST'` (OpenSSH defaults, no verification).
+* `ssh a cat SRC | ssh b 'cat > DST'` (OpenSSH defaults, no verification);
+* with `--methods ...,direct`: `dflash-tui relay --direct`, where B pulls from A
+  with its own ssh (not through this machine; needs B to reach A).
+
+Besides wall time it reports the CPU seconds each method used on the whole
+machine (both sshd trees and the local processes), which is steadier than
+throughput when other jobs share the cores.
 
     .venv/bin/python bench/relay.py                 # 1 GiB, 3 rounds
     .venv/bin/python bench/relay.py --size-mib 256 --rounds 1
@@ -36,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from tests.testbed import ClientKey, SshdHost, hosts_toml, sshd_host_entry  # noqa: E402
+from tests.transfer.hosts import HomeSshdHost, make_ssh_home  # noqa: E402
 
 MB = 1_000_000
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
@@ -80,7 +87,11 @@ class Bench:
         key = ClientKey.generate(work / "key")
         self.key = key
         self.a = SshdHost(work / "a", key).start()
-        self.b = SshdHost(work / "b", key).start()
+        # B's sessions get their own /root with a key and known_hosts entry for A,
+        # so `relay --direct` (B pulls from A with its own ssh) can be measured too.
+        self.b = HomeSshdHost(
+            work / "b", key, ssh_home=make_ssh_home(work / "b-root", key, self.a)
+        ).start()
         self.known = work / "known_hosts"
         self.known.write_text(self.a.known_hosts_line() + self.b.known_hosts_line())
         self.config = hosts_toml(
@@ -122,7 +133,7 @@ class Bench:
         self.run_no += 1
         return self.work / "b-data" / f"copy{self.run_no}.bin"
 
-    def relay(self) -> tuple[float, Path]:
+    def relay(self, *extra: str) -> tuple[float, Path]:
         dst = self._dst()
         cmd = [
             str(ROOT / ".venv" / "bin" / "dflash-tui"),
@@ -135,6 +146,7 @@ class Bench:
         ]
         if self.streams:
             cmd += ["--streams", str(self.streams)]
+        cmd += extra
         started = time.perf_counter()
         out = subprocess.run(cmd, capture_output=True, text=True)
         elapsed = time.perf_counter() - started
@@ -143,6 +155,9 @@ class Bench:
         verified = [json.loads(x) for x in out.stdout.splitlines() if '"file_verified"' in x]
         assert verified and verified[0]["sha256_src"] == verified[0]["sha256_dst"] == self.sha
         return elapsed, dst
+
+    def direct(self) -> tuple[float, Path]:
+        return self.relay("--direct")
 
     def scp3(self) -> tuple[float, Path]:
         dst = self._dst()
@@ -179,6 +194,7 @@ METHODS = {
     "relay": ("dflash-tui relay (verified)", Bench.relay),
     "scp3": ("scp -3", Bench.scp3),
     "pipe": ("ssh a cat | ssh b 'cat > f'", Bench.pipe),
+    "direct": ("dflash-tui relay --direct (verified)", Bench.direct),
 }
 
 

@@ -22,14 +22,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from dflash_tui.config import load_config
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import open_transfer_state
-from tests.testbed import SSHD, ClientKey, SshdHost, wait_for_port
+from tests.testbed import SSHD, ClientKey, SshdHost
+from tests.transfer.hosts import HomeSshdHost
 
 NS_PREFIX = "dfr"
 _NS_NAME = re.compile(rf"^{NS_PREFIX}(\d+)([a-z])$")
@@ -137,49 +137,6 @@ def isolated_pair(
             host.stop()
         for ns in made:
             _delete_namespace(ns.name)
-
-
-class HomeSshdHost(SshdHost):
-    """An sshd whose sessions see `ssh_home` as /root: their own ~/.ssh, for --direct tests.
-
-    OpenSSH's client reads ~/.ssh from the passwd entry (/root), not $HOME, so
-    the sessions run in a private mount namespace with a test folder bound
-    over /root; nothing of the real /root is touched.
-    """
-
-    def __init__(self, *args: Any, ssh_home: Path, **kwargs: Any) -> None:
-        self.ssh_home = ssh_home
-        super().__init__(*args, **kwargs)
-
-    def start(self) -> HomeSshdHost:
-        # unshare and sh exec into sshd, so process.pid is the listener (kill_sessions works).
-        Path("/run/sshd").mkdir(exist_ok=True)
-        config = self.write_config()
-        argv = [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "sh",
-            "-c",
-            'mount --bind "$1" /root && shift && exec "$@"',
-            "sh",
-            str(self.ssh_home),
-            SSHD,
-            "-D",
-            "-e",
-            "-f",
-            str(config),
-        ]
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        try:
-            wait_for_port(self.address, self.port)
-        except TimeoutError:
-            self.stop()
-            raise RuntimeError(f"sshd did not start: {self.log_path.read_text()[-2000:]}") from None
-        return self
 
 
 @pytest.fixture

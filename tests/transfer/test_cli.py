@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from dflash_tui.cli import main
 from tests.transfer.conftest import random_file
 
 MIB = 1 << 20
@@ -22,17 +23,26 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     )
 
 
+def run_main(capsys, *args: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    """The CLI in this process (fast): exit code, stdout, stderr."""
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def events_of(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
-def test_json_lines_and_both_hashes(sshd_factory, write_config) -> None:
+def test_json_lines_and_both_hashes(sshd_factory, write_config, capsys) -> None:
     a, b = sshd_factory("a"), sshd_factory("b")
     config = write_config({"a": a, "b": b})
     sha = random_file(a.home / "m.bin", 3 * MIB)
-    out = cli("relay", "--config", str(config), "--json", f"a:{a.home}/m.bin", f"b:{b.home}/")
-    assert out.returncode == 0, out.stderr
-    events = events_of(out.stdout)
+    code, out, err = run_main(
+        capsys, "relay", "--config", str(config), "--json", f"a:{a.home}/m.bin", f"b:{b.home}/"
+    )
+    assert code == 0, err
+    events = events_of(out)
     kinds = [e["event"] for e in events]
     assert kinds[0] == "transfer_started" and kinds[-1] == "transfer_finished"
     assert "file_progress" in kinds
@@ -43,39 +53,43 @@ def test_json_lines_and_both_hashes(sshd_factory, write_config) -> None:
     assert {"bytes_done", "bytes_total", "rate_bps", "eta_s", "overall_eta_s"} <= set(progress[0])
 
 
-def test_plain_output_prints_both_hashes_and_list_shows_it(sshd_factory, write_config) -> None:
+def test_plain_output_prints_both_hashes_and_list_shows_it(
+    sshd_factory, write_config, capsys
+) -> None:
     a, b = sshd_factory("a"), sshd_factory("b")
     config = write_config({"a": a, "b": b})
     sha = random_file(a.home / "m.bin", MIB)
-    out = cli("relay", f"a:{a.home}/m.bin", f"b:{b.home}/copy.bin", "--config", str(config))
-    assert out.returncode == 0, out.stderr
-    assert f"sha256 source      {sha}" in out.stdout
-    assert f"sha256 destination {sha}" in out.stdout and "done: 1 file(s)" in out.stdout
-    again = cli("relay", f"a:{a.home}/m.bin", f"b:{b.home}/copy.bin", "--config", str(config))
-    assert again.returncode == 0 and "already up to date" in again.stdout
-    listed = cli("relay", "--list", "--config", str(config))
-    assert listed.returncode == 0 and listed.stdout.count("done") == 2
-    as_json = json.loads(cli("relay", "--list", "--json", "--config", str(config)).stdout)
-    assert as_json[0]["dst"] == f"b:{b.home}/copy.bin" and as_json[0]["state"] == "done"
+    words = ("relay", f"a:{a.home}/m.bin", f"b:{b.home}/copy.bin", "--config", str(config))
+    code, out, err = run_main(capsys, *words)
+    assert code == 0, err
+    assert f"sha256 source      {sha}" in out
+    assert f"sha256 destination {sha}" in out and "done: 1 file(s)" in out
+    code, out, _ = run_main(capsys, *words)
+    assert code == 0 and "already up to date" in out
+    code, out, _ = run_main(capsys, "relay", "--list", "--config", str(config))
+    assert code == 0 and out.count("done") == 2
+    _, out, _ = run_main(capsys, "relay", "--list", "--json", "--config", str(config))
+    listed = json.loads(out)
+    assert listed[0]["dst"] == f"b:{b.home}/copy.bin" and listed[0]["state"] == "done"
 
 
-def test_exit_codes(sshd, write_config) -> None:
+def test_exit_codes(sshd, write_config, capsys) -> None:
     config = write_config({"a": sshd})
-    unknown = cli("relay", "nohost:/x", "/tmp/y", "--config", str(config))
-    assert unknown.returncode == 2 and "no host 'nohost'" in unknown.stderr
-    missing_dst = cli("relay", "a:/x", "--config", str(config))
-    assert missing_dst.returncode == 2
-    failed = cli("relay", f"a:{sshd.home}/absent", f"a:{sshd.home}/y", "--config", str(config))
-    assert failed.returncode == 1
-    assert f"a:{sshd.home}/absent: no such file or directory" in failed.stderr
+    code, _, err = run_main(capsys, "relay", "nohost:/x", "/tmp/y", "--config", str(config))
+    assert code == 2 and "no host 'nohost'" in err
+    assert run_main(capsys, "relay", "a:/x", "--config", str(config))[0] == 2
+    code, _, err = run_main(
+        capsys, "relay", f"a:{sshd.home}/absent", f"a:{sshd.home}/y", "--config", str(config)
+    )
+    assert code == 1 and f"a:{sshd.home}/absent: no such file or directory" in err
 
 
 def test_console_killed_mid_file_resumes_on_rerun(sshd_factory, write_config) -> None:
     a, b = sshd_factory("a"), sshd_factory("b")
     config = write_config({"a": a, "b": b})
-    size = 48 * MIB
+    size = 24 * MIB
     sha = random_file(a.home / "big.bin", size)
-    args = ["relay", "--config", str(config), "--json", "--range-mib", "4", "--streams", "2"]
+    args = ["relay", "--config", str(config), "--json", "--range-mib", "2", "--streams", "2"]
     args += [f"a:{a.home}/big.bin", f"b:{b.home}/big.bin"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "dflash_tui", *args], stdout=subprocess.PIPE, text=True

@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 from dflash_tui.transfer import RelayOptions, check_direct, relay
-from tests.testbed import ClientKey, SshdHost
+from tests.testbed import ClientKey
 from tests.transfer.conftest import part_files, random_file, relay_env
+from tests.transfer.hosts import make_ssh_home
 
 MIB = 1 << 20
-
-
-def _ssh_home(root: Path, key: ClientKey, source: SshdHost) -> Path:
-    """A /root for the destination's sessions: a key the source accepts, its host key."""
-    ssh = root / ".ssh"
-    ssh.mkdir(parents=True)
-    shutil.copy(key.private, ssh / "id_ed25519")
-    (ssh / "id_ed25519").chmod(0o600)
-    (ssh / "known_hosts").write_text(source.known_hosts_line())
-    root.chmod(0o700)
-    return root
 
 
 async def test_direct_pull_when_the_destination_reaches_the_source(
     sshd_factory, home_sshd, write_config, client_key: ClientKey, tmp_path: Path
 ) -> None:
     a = sshd_factory("a")
-    b = home_sshd("b", _ssh_home(tmp_path / "b-root", client_key, a))
+    b = home_sshd("b", make_ssh_home(tmp_path / "b-root", client_key, a))
     config = write_config({"a": a, "b": b})
     size = 5 * MIB + 1
     sha = random_file(a.home / "model.safetensors", size)

@@ -227,11 +227,12 @@ class _Printer:
 
     def _progress(self, e: FileProgress) -> None:
         eta = f"ETA {_duration(e.overall_eta_s)}" if e.overall_eta_s is not None else "ETA -"
-        pct = 100 * e.bytes_done / e.bytes_total if e.bytes_total else 100.0
-        total_pct = 100 * e.overall_done / e.overall_total if e.overall_total else 100.0
+        # Floor, so 100% means done.
+        pct = 100 * e.bytes_done // e.bytes_total if e.bytes_total else 100
+        total_pct = 100 * e.overall_done // e.overall_total if e.overall_total else 100
         text = (
-            f"{e.path} {pct:3.0f}% {_size(e.bytes_done)}/{_size(e.bytes_total)} "
-            f"{_rate(e.rate_bps)} | total {total_pct:3.0f}% {_rate(e.overall_rate_bps)} {eta}"
+            f"{e.path} {pct:3d}% {_size(e.bytes_done)}/{_size(e.bytes_total)} "
+            f"{_rate(e.rate_bps)} | total {total_pct:3d}% {_rate(e.overall_rate_bps)} {eta}"
         )
         if self.tty:
             self.out.write("\r\x1b[K" + text)

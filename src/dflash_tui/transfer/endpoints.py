@@ -37,6 +37,8 @@ class Endpoint:
         """This endpoint with `relative` (a '/'-separated path) appended."""
         if not relative:
             return self
+        if self.path in (".", "./"):
+            return Endpoint(self.host, _no_option(relative))
         return Endpoint(self.host, posixpath.join(self.path, relative))
 
     @property

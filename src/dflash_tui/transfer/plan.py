@@ -11,7 +11,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from dflash_tui.transfer.endpoints import Endpoint
-from dflash_tui.transfer.errors import TransferError
+from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.scripts import FREE_KIB, INSPECT, WALK, argv
 from dflash_tui.transfer.sides import Output, Side
 
@@ -78,7 +78,7 @@ async def walk_source(side: Side, src: Endpoint) -> SourceTree:
     out = await side.run(argv(WALK, src.path))
     if not out.ok:
         if out.exit_status is None:
-            raise TransferError(f"{src}: listing the source was cut off", kind="connection")
+            raise ConnectionLost(side.label, "connection lost while listing the source")
         raise describe_failure(str(src), out, "reading the source")
     records = [r for r in out.stdout.split(b"\0") if r]
     tree = SourceTree(is_dir=False)

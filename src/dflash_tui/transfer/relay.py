@@ -510,6 +510,7 @@ class _Relay:
             raise
         job.written.add(rng.offset)
         self.store.add_range(self.transfer_id, job.file.rel, rng)
+        self.store.set_done_bytes(self.transfer_id, self._done_bytes())
         if job.dst_hasher is not None:
             await job.dst_hasher.advance(complete_prefix(job.ranges, job.written))
 
@@ -549,8 +550,11 @@ class _Relay:
         self.store.drop_ranges(self.transfer_id, job.file.rel)
         self._mark_done(job, src_sha, dst_sha, skipped=False)
         self._emit_verified(self.results[job.label])
-        if self.tracker is not None:
-            self.store.set_done_bytes(self.transfer_id, self.tracker.overall_done)
+        self.store.set_done_bytes(self.transfer_id, self._done_bytes())
+
+    def _done_bytes(self) -> int:
+        """Bytes at the destination so far (for the transfers list)."""
+        return sum(j.file.size if j.done else j.written_bytes for j in self.jobs)
 
     async def _whole_hashes(self, job: Job, *, follow: bool = True) -> tuple[str, str, str | None]:
         assert job.src_hash is not None
