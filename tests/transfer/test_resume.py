@@ -144,3 +144,34 @@ async def test_resume_resends_a_recorded_range_that_no_longer_matches(
         result = await relay(pool, conn, src, dst, options=RelayOptions(range_bytes=RANGE))
     assert result.bytes_sent == SIZE - done + RANGE
     assert _sha(b.home / "big.bin") == sha
+
+
+# The destination's writer, except that the first range it ever writes has
+# every zero byte turned into 0x01 (same length, so only the hashes can tell).
+CORRUPT_ONCE = r"""export LC_ALL=C
+if mkdir "$1.corrupted" 2>/dev/null; then
+  tr '\000' '\001' | dd of="$1" bs=1M seek="$2" oflag=seek_bytes conv=notrunc iflag=fullblock
+else
+  exec dd of="$1" bs=1M seek="$2" oflag=seek_bytes conv=notrunc iflag=fullblock
+fi
+"""
+
+
+async def test_corruption_on_the_way_is_caught_and_only_the_bad_range_is_resent(
+    sshd_factory, write_config, monkeypatch
+) -> None:
+    from dflash_tui.transfer import movers
+
+    monkeypatch.setattr(movers, "DST_RANGE", CORRUPT_ONCE)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    size = 3 * RANGE
+    sha = random_file(a.home / "w.bin", size)
+    async with relay_env(config) as (pool, conn):
+        result = await relay(
+            pool, conn, f"a:{a.home}/w.bin", f"b:{b.home}/w.bin",
+            options=RelayOptions(range_bytes=RANGE, streams=1),
+        )  # fmt: skip
+    assert (b.home / "w.bin.part.corrupted").is_dir()  # the fault really fired
+    assert _sha(b.home / "w.bin") == sha == result.files[0].sha256_dst
+    assert result.bytes_sent == size + RANGE
