@@ -72,7 +72,7 @@ class RangeMover:
             dst_err = asyncio.ensure_future(writer.read_stderr())
             try:
                 while sent < rng.length:
-                    chunk = await reader.read(min(READ_BYTES, rng.length - sent))
+                    chunk = await reader.read_full(min(READ_BYTES, rng.length - sent))
                     if not chunk:
                         break
                     try:

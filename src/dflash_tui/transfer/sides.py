@@ -63,6 +63,19 @@ class SideStream:
         except TRANSPORT_ERRORS as exc:
             raise self._lost(exc) from None
 
+    async def read_full(self, n: int) -> bytes:
+        """Up to `n` bytes, waiting until all `n` are there (fewer only at EOF).
+
+        Bigger chunks mean fewer trips through the event loop per byte, which
+        is most of this process's cost when it relays bulk data.
+        """
+        try:
+            return bytes(await self._stdout.readexactly(n))
+        except asyncio.IncompleteReadError as exc:
+            return bytes(exc.partial)
+        except TRANSPORT_ERRORS as exc:
+            raise self._lost(exc) from None
+
     async def write(self, data: bytes) -> None:
         """Write and wait for room (backpressure: the remote side must keep up)."""
         try:
