@@ -127,13 +127,15 @@ def isolated_pair(
         pytest.skip(f"cannot build isolated hosts: {reason}")
     _remove_stale_namespaces()
     made: list[Namespace] = []
+    hosts: list[SshdHost] = []
     try:
         for letter in "ab":
             made.append(_make_namespace(letter))
-        hosts = [sshd_factory(f"ns{ns.name[-1]}", netns=ns.name, address=ns.address) for ns in made]
+        for ns in made:
+            hosts.append(sshd_factory(f"ns{ns.name[-1]}", netns=ns.name, address=ns.address))
         yield hosts[0], hosts[1], made[0], made[1]
     finally:
-        for host in locals().get("hosts", []):
+        for host in hosts:  # stop sshd before its namespace goes
             host.stop()
         for ns in made:
             _delete_namespace(ns.name)
