@@ -9,10 +9,13 @@ sleeping, and open the gate to let it finish.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,14 +67,19 @@ class Gate:
 
 
 @pytest.fixture
-def gate(tmp_path: Path) -> Gate:
+def gate(tmp_path: Path) -> Iterator[Gate]:
     path = tmp_path / "gate-open"
     python = tmp_path / "gated-python"
     python.write_text(
         f"#!/bin/sh\nwhile [ ! -e '{path}' ]; do sleep 0.05; done\nexec '{sys.executable}' \"$@\"\n"
     )
     python.chmod(0o755)
-    return Gate(path, python)
+    yield Gate(path, python)
+    # A test that failed may leave jobs waiting at the gate: kill their process groups.
+    waiting = subprocess.run(["pgrep", "-f", str(python)], capture_output=True, text=True)
+    for pid in waiting.stdout.split():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
 
 
 def place(src: Path, host: SshdHost, rel: str) -> Path:

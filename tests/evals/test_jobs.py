@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from dflash_tui import cli
 from dflash_tui.config import load_config
 from dflash_tui.evals.backends import LaunchSpec, SshBackend
 from dflash_tui.evals.jobs import Job, JobStore, JobUpdated
-from dflash_tui.evals.manager import JobManager, local_process_start, open_eval_state
+from dflash_tui.evals.manager import JobError, JobManager, local_process_start, open_eval_state
 from dflash_tui.evals.upload import HarnessUploader, harness_sha256
 from dflash_tui.remote import HostPool
 from tests.evals.conftest import SECRET, Cluster, pgroup_alive
@@ -207,3 +208,34 @@ async def test_launch_spec_reaches_the_host_quoted(cluster: Cluster) -> None:
         assert log.read_text().rstrip("\n").endswith('--name it\'s $HOME `x` "q"')
         assert "CUDA_VISIBLE_DEVICES=3" in launched.command
         assert json.loads((Path(launched.remote_dir) / "job.json").read_text())["gpu"] == "3"
+
+
+async def test_preparation_failures_and_orphans_end_as_failed(
+    cluster: Cluster, manager: JobManager
+) -> None:
+    # Not a drafter (a target model): refused before anything is copied or started.
+    target = cluster.gpu.home / "models" / "target"
+    target.mkdir()
+    (target / "config.json").write_text('{"num_hidden_layers": 4, "hidden_size": 64}')
+    shutil.copy(cluster.paths["cache"] / "target_head.safetensors", target / "model.safetensors")
+    job = await manager.launch(f"gpu:{target}", "coding")
+    assert job.state == "failed" and "is not a DFlash drafter" in (job.error or "")
+    assert job.remote_dir is None
+    job = await manager.launch(f"gpu:{cluster.paths['cache']}", "coding")  # no config.json
+    assert job.state == "failed" and "no config.json" in (job.error or "")
+    with pytest.raises(JobError, match="unknown checkpoint 'nope'"):
+        await manager.launch("nope", "coding")
+
+    # A job whose preparing console died mid-relay can never start: the next poll says so.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    now = time.time()
+    orphan = Job(
+        id="20260101-000000-dead", backend="ssh", host="gpu", suite="coding",
+        checkpoint="student", checkpoint_host="store", checkpoint_path="ckpts/x",
+        state="relaying", created_at=now, updated_at=now, owner_pid=gone.pid, owner_start="1",
+    )  # fmt: skip
+    JobStore(manager.conn).insert(orphan)
+    assert orphan.id in await manager.poll()
+    reaped = manager.job(orphan.id)
+    assert reaped.state == "failed" and "stopped while relaying" in (reaped.error or "")
