@@ -22,8 +22,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         description="Poll unfinished jobs, pull each finished job's eval_results.json and log into "
         "results/<suite>/<checkpoint>__<job-id>/, and import the files matched by each suite's "
         "`import` globs on its host. Every file is validated against dflash-eval/1; bad ones are "
-        "listed with the reason, files already stored are skipped. Exit 1 if a host could not be "
-        "read.",
+        "listed with the reason, files already stored are skipped. Exit 1 if a host or file could "
+        "not be read.",
     )
     p.add_argument("--suite", action="append", help="only this suite's imports (repeatable)")
     p.add_argument("--no-imports", action="store_true", help="only collect finished jobs")
@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{report.skipped} file(s) already in the store")
         if not (report.stored or report.rejected or report.skipped):
             print("nothing new to collect")
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)
     return 1 if report.errors else 0

@@ -78,7 +78,7 @@ async def import_suite(
     for line in listing.stdout.splitlines():
         parts = line.split("\t")
         if parts[0] == "N" and len(parts) == 2:
-            report.errors.append(f"suite {suite.name}: {suite.host}:{parts[1]} matches no file")
+            report.notes.append(f"suite {suite.name}: {suite.host}:{parts[1]} matches no file")
             continue
         if parts[0] != "F" or len(parts) != 5:
             continue

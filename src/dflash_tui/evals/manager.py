@@ -126,7 +126,8 @@ class CollectReport:
     stored: list[StoredResult] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (where, reason)
     skipped: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # a host or file could not be read
+    notes: list[str] = field(default_factory=list)  # e.g. an import glob that matches nothing yet
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +135,7 @@ class CollectReport:
             "rejected": [{"file": w, "reason": r} for w, r in self.rejected],
             "skipped": self.skipped,
             "errors": list(self.errors),
+            "notes": list(self.notes),
         }
 
 
