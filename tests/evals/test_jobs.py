@@ -163,12 +163,18 @@ async def test_harness_is_uploaded_once_and_verified(cluster: Cluster) -> None:
 
 
 async def test_several_jobs_on_several_hosts_at_once(cluster: Cluster, manager: JobManager) -> None:
-    """Two jobs on gpu get different GPUs; one poll round covers both with one command."""
+    """Two jobs on gpu get different GPUs; one poll round covers both with one command.
+
+    The harness was removed from the host after this console had checked it: re-installed.
+    """
+    await manager.uploader.ensure("gpu")
+    shutil.rmtree(cluster.gpu.home / ".cache/dflash-tui/harness")
     first = await manager.start_eval("zlab", "coding")
     second = await manager.start_eval("zlab", "coding")
     a = await manager.wait(first.id, started_only=True)
     b = await manager.wait(second.id, started_only=True)
-    assert {a.gpu, b.gpu} == {"0", "1"} and a.state == b.state == "running"
+    assert {a.gpu, b.gpu} == {"0", "1"} and a.state == b.state == "running", (a.error, b.error)
+    assert (cluster.gpu.home / ".cache/dflash-tui/harness" / manager.uploader.sha256).is_dir()
     commands: list[str] = []
     original = manager.pool.run
 

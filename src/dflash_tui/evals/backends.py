@@ -32,6 +32,7 @@ RESULTS_FILE = "eval_results.json"
 LOG_FILE = "log"
 PROGRESS_SCAN_BYTES = 65536
 MAX_READ_BYTES = 64 * 1024 * 1024
+HARNESS_MISSING = "is not installed on this host"  # the launch script's words, matched by callers
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any
 from dflash_tui.config import Config
 from dflash_tui.evals import jobs as J
 from dflash_tui.evals.backends import (
+    HARNESS_MISSING,
     LOG_FILE,
     RESULTS_FILE,
     JobBackend,
@@ -48,7 +49,7 @@ from dflash_tui.evals.targets import (
 from dflash_tui.evals.upload import HarnessUploader
 from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote.command import shell_script
-from dflash_tui.remote.errors import RemoteError
+from dflash_tui.remote.errors import CommandFailed, RemoteError
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.state import open_state
 from dflash_tui.transfer import SCHEMA as TRANSFERS_SCHEMA
@@ -340,7 +341,17 @@ class JobManager:
                 gpu=job.gpu,
                 submitted_at=self.clock(),
             )
-            launched = await self.backend(job.host).submit(spec)
+            try:
+                launched = await self.backend(job.host).submit(spec)
+            except CommandFailed as exc:
+                if HARNESS_MISSING not in exc.stderr:
+                    raise
+                # Removed from the host since this console checked: install it again, once.
+                self.uploader.forget(job.host)
+                self._update(job.id, state=J.UPLOADING, detail="installing the eval harness")
+                await self.uploader.install(job.host)
+                self._update(job.id, state=J.STARTING, detail=None)
+                launched = await self.backend(job.host).submit(spec)
             now = self.clock()
             cancelled = self._cancel_requested(job.id)
             updated = self._update(

@@ -98,6 +98,10 @@ class HarnessUploader:
     def sha256(self) -> str:
         return harness_sha256(self.root)
 
+    def forget(self, host: str) -> None:
+        """Check `host` again next time (its copy was found missing)."""
+        self._known.discard(host)
+
     async def present(self, host: str) -> bool:
         """True if `host` has this version installed (one small command)."""
         if host in self._known:
