@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -54,7 +55,18 @@ class Collector:
                 await self.task
 
 
-def remote_processes_mentioning(text: str) -> list[str]:
-    """Processes on this machine (the sshd hosts are local) whose command line has `text`."""
+def remote_processes_mentioning(text: str, cwd: str | None = None) -> list[str]:
+    """Processes on this machine (the test hosts are local) whose command line has `text`,
+    optionally only those running in `cwd` (other people's demos use the same names)."""
     out = subprocess.run(["pgrep", "-af", "--", text], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if line.strip()]
+    found = []
+    for line in out.stdout.splitlines():
+        pid = line.split(" ", 1)[0]
+        if cwd is not None:
+            try:
+                if os.readlink(f"/proc/{pid}/cwd") != cwd:
+                    continue
+            except OSError:
+                continue
+        found.append(line)
+    return found

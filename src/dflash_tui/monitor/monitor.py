@@ -29,6 +29,7 @@ from dflash_tui.monitor.liveness import (
 )
 from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailNotice
+from dflash_tui.monitor.tasks import cancel_and_wait
 from dflash_tui.monitor.views import (
     HostReachabilityChanged,
     HostUpdated,
@@ -180,6 +181,7 @@ class Monitor:
             self._hosts.setdefault(r.host, _Host(r.host))
         self._subscribers: list[Callable[[MonitorEvent], None]] = []
         self._started = False
+        self._stopping = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -196,12 +198,9 @@ class Monitor:
 
     async def stop(self) -> None:
         """Stop every task; remote tails are killed. The pool stays open (the caller owns it)."""
-        tasks = [t for t in self._tasks() if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        self._stopping = True
+        await cancel_and_wait(self._tasks())
+        self._stopping = False
         for run in self._runs.values():
             run.task = None
             if run.tail_status != "loading":
@@ -496,7 +495,7 @@ class Monitor:
 
     async def _follow(self, run: _Run) -> None:
         delay = 1.0
-        while not run.loaded:
+        while not run.loaded and not self._stopping:
             try:
                 await self._load_history(run)
             except RemoteError as exc:
@@ -504,7 +503,7 @@ class Monitor:
                 self._run_changed(run)
                 await asyncio.sleep(delay)
                 delay = min(30.0, delay * 2)
-        if not self.options.follow:
+        if not self.options.follow or self._stopping:
             return
         tail = LogTail(
             self.pool,
@@ -518,6 +517,8 @@ class Monitor:
         )
         async with tail:
             async for batch in tail:
+                if self._stopping:
+                    return
                 self._apply(run, batch)
 
     def _apply(self, run: _Run, batch: TailBatch) -> None:
@@ -561,7 +562,7 @@ class Monitor:
 
     async def _probe_loop(self, host: _Host) -> None:
         refresh_s = self.config.console.refresh_s
-        while True:
+        while not self._stopping:
             began = time.monotonic()
             await self._probe(host)
             host.wake.clear()

@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import asyncio
 import binascii
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dflash_tui.monitor.lines import LineSplitter, RawLine, clean_line
+from dflash_tui.monitor.tasks import cancel_and_wait
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
@@ -343,10 +343,7 @@ class LogTail:
         """Stop following; the remote script's process group is killed."""
         self._closed = True
         self._wakeup.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await cancel_and_wait([self._task])
 
     async def __aenter__(self) -> LogTail:
         self.start()
@@ -451,7 +448,7 @@ class LogTail:
     async def _pump(self, stream: object, reader: _Reader) -> None:
         out = stream.stdout  # type: ignore[attr-defined]
         buf = bytearray()
-        while True:
+        while not self._closed:
             if not self._drained.is_set():
                 await self._drained.wait()
             chunk = await asyncio.wait_for(out.read(1 << 18), self.silence_s)
