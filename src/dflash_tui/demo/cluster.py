@@ -118,7 +118,7 @@ class DemoCluster:
         _write_exe(shared_bin / "pct", PCT_SHIM)
         gpus = {
             "trainbox": (8, "NVIDIA H100 80GB HBM3", TRAIN_SCRIPT),
-            "evalbox": (1, "NVIDIA H100 80GB HBM3", "dflash_tui.evals.harness"),
+            "evalbox": (1, "NVIDIA H100 80GB HBM3", "dflash-tui/harness/"),
         }
         for host, (count, model, pattern) in gpus.items():
             host_bin = self.host_root(host) / "bin"
