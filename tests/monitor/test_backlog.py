@@ -13,29 +13,9 @@ from dflash_tui.monitor.history import History
 from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote import HostPool
+from tests.monitor.biglog import TOTAL, write_big_log
 from tests.monitor.conftest import Collector, eventually
 from tests.testbed import SshdHost
-
-TOTAL = 2_001_000
-
-
-def write_big_log(path: Path, blocks: int = 2000) -> int:
-    """About 2 million demo-style lines (steps 1000..), ~220 MB, written in big chunks."""
-    suffixes = [
-        b"%03d/%d | loss %.4f | acc %.4f | lr 3.00e-04 | 41.3 Ktok/s | epoch 0.017\n"
-        % (j, TOTAL, 1.5 - j / 2000, 0.1 + j / 2000)
-        for j in range(1000)
-    ]
-    with path.open("wb") as f:
-        f.write(b"Starting DFlash drafter training run big: block_size=16\n")
-        for k0 in range(1, blocks + 1, 100):
-            f.write(
-                b"".join(
-                    b"".join([b"[2025-01-01 00:00:00] step %d" % k + s for s in suffixes])
-                    for k in range(k0, min(k0 + 100, blocks + 1))
-                )
-            )
-    return path.stat().st_size
 
 
 @pytest.mark.slow

@@ -58,7 +58,7 @@ async def test_every_line_exactly_once_in_order_through_drops_rotation_and_trunc
             await asyncio.sleep(0.004)
 
     async with pool:
-        tail = LogTail(pool, "a", str(log), LogPosition(), poll_s=0.05, idle_poll_s=0.05)
+        tail = LogTail(pool, "a", str(log), LogPosition(), poll_s=0.05)
         got = Collector(tail).start()
         try:
             # The tail pins the file at the path when it first starts; from then on
@@ -135,7 +135,7 @@ async def test_truncated_and_regrown_while_disconnected_is_read_from_the_start(
 async def test_a_missing_log_is_waited_for(sshd: SshdHost, write_config, tmp_path) -> None:
     log = tmp_path / "later.log"
     async with HostPool(load_config(write_config({"a": sshd}))) as pool:
-        tail = LogTail(pool, "a", str(log), poll_s=0.05)
+        tail = LogTail(pool, "a", str(log), poll_s=0.05, notify=False)  # polling, no doorbell
         got = Collector(tail).start()
         try:
             await eventually(lambda: tail.missing, what="the missing notice")

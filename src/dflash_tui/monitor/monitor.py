@@ -61,7 +61,7 @@ class MonitorOptions:
     older_points: int = 5000
     window_bytes: int = 128 * 1024
     poll_s: float = 0.1
-    idle_poll_s: float = 0.5
+    notify: bool = True
     batch_s: float = 0.075
     probe_timeout_s: float = 20.0
     history_timeout_s: float = 120.0
@@ -511,7 +511,7 @@ class Monitor:
             run.cfg.log,
             run.position,
             poll_s=self.options.poll_s,
-            idle_poll_s=self.options.idle_poll_s,
+            notify=self.options.notify,
             batch_s=self.options.batch_s,
             clock=self.clock,
         )

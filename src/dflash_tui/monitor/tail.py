@@ -2,10 +2,10 @@
 
 One long-lived remote `sh` script per log, run with `HostPool.stream` (so its
 process group is killed when the tail is closed, and again after a reconnect
-if the link was down at close). The script keeps the log open on fd 3 and
-polls it with `stat` (every `poll_s`, `idle_poll_s` once quiet for 5 s). It
-reads new bytes by offset from the open file (`dd` of `/dev/fd/3`, which
-Linux reopens as the same inode) and sends them framed and base64-encoded:
+if the link was down at close). The script keeps the log open on fd 3, checks
+it with `stat` whenever the log may have changed, reads new bytes by offset
+from the open file (`dd` of `/dev/fd/3`, which Linux reopens as the same
+inode) and sends them framed and base64-encoded:
 
     S ID OFF        started on file ID (`dev:ino`) at byte OFF
     D OFF N         N bytes from OFF follow on the next line, base64
@@ -17,6 +17,10 @@ Linux reopens as the same inode) and sends them framed and base64-encoded:
     L ID            the old file ID is gone: its unread remainder is lost
     M               the log does not exist (yet); we wait for it
     K               heartbeat (a dead pipe kills the script at the next one)
+
+It sleeps in a `dd` reading a `tail -F` of the same path (inotify), so a new
+line is sent within milliseconds and an idle log costs nothing; `notify=False`
+(or a host whose `tail -F` fails) falls back to polling every `poll_s`.
 
 The client cuts bytes into lines (`lines.LineSplitter`), holding back a
 partial trailing line until its newline comes, and remembers (file id, end
@@ -54,13 +58,23 @@ TAIL_MARKER = "dflash-tui-tail"
 TAIL_SCRIPT = r"""# dflash-tui-tail: follow a log by byte offset through rotation and truncation.
 # $1 path, $2 offset, $3 file id (dev:ino) the offset belongs to ("" = the file at
 # the path), $4 hex of the bytes just before the offset ("" = no check),
-# $5 poll seconds, $6 poll seconds once quiet, $7 max bytes per frame.
-p=$1 off=$2 want=$3 check=$4 poll=$5 slow=$6 chunk=$7
-idle=0
-nap() {
-    idle=$((idle + 1))
-    [ $((idle % 10)) -eq 0 ] && printf 'K\n'
-    if [ "$idle" -gt 50 ]; then sleep "$slow"; else sleep "$poll"; fi
+# $5 poll seconds (without a notifier), $6 max bytes per frame, $7 notifier 1/0.
+p=$1 off=$2 want=$3 check=$4 poll=$5 chunk=$6 notify=$7
+beat=2
+# Wait for the log to change. A `tail -F` on our stdin wakes us through inotify the
+# moment anything is appended, rotated or truncated (its output is only a doorbell;
+# the bytes are read by offset below). Every $beat seconds we wake anyway and say
+# we are alive; without the doorbell (or if it died) we poll every $poll seconds.
+wake() {
+    if [ "$notify" = 1 ]; then
+        n=$(timeout --foreground "$beat" dd bs=1048576 count=1 2>/dev/null | wc -c)
+        [ "$n" -gt 0 ] && return 0
+    else
+        naps=$((${naps:-0} + 1))
+        [ $((naps % 20)) -ne 0 ] && { sleep "$poll"; return 0; }
+    fi
+    printf 'K\n'
+    sleep "$poll"
 }
 open_path() {
     { command exec 3<"$p"; } 2>/dev/null || return 1
@@ -72,75 +86,81 @@ find_old() {
         if [ "$i" = "$want" ]; then printf '%s' "$n"; break; fi
     done
 }
-opened=
-if [ -n "$want" ]; then
-    if open_path && [ "$id" = "$want" ]; then
-        opened=1
-    else
-        old=$(find_old)
-        if [ -n "$old" ] && { command exec 3<"$old"; } 2>/dev/null; then
-            id=$want opened=1
-            printf 'O %s\n' "$id"
+follow() {
+    opened=
+    if [ -n "$want" ]; then
+        if open_path && [ "$id" = "$want" ]; then
+            opened=1
         else
-            printf 'L %s\n' "$want"
-            off=0 check=
-            open_path && opened=1
+            old=$(find_old)
+            if [ -n "$old" ] && { command exec 3<"$old"; } 2>/dev/null; then
+                id=$want opened=1
+                printf 'O %s\n' "$id"
+            else
+                printf 'L %s\n' "$want"
+                off=0 check=
+                open_path && opened=1
+            fi
         fi
     fi
-fi
-if [ -z "$opened" ]; then
-    n=0
-    until open_path; do
-        [ "$n" -eq 0 ] && printf 'M\n'
-        n=1
-        nap
-    done
-fi
-size=$(stat -L -c %s /dev/fd/3)
-if [ "$off" -gt "$size" ]; then
-    printf 'T\n'
-    off=0
-elif [ -n "$check" ]; then
-    k=$((${#check} / 2))
-    if [ "$off" -lt "$k" ]; then
+    if [ -z "$opened" ]; then
+        told=
+        until open_path; do
+            [ -z "$told" ] && printf 'M\n'
+            told=1
+            wake
+        done
+    fi
+    size=$(stat -L -c %s /dev/fd/3)
+    if [ "$off" -gt "$size" ]; then
+        printf 'T\n'
+        off=0
+    elif [ -n "$check" ]; then
+        k=$((${#check} / 2))
         have=
-    else
-        have=$(dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip=$((off - k)) count="$k" 2>/dev/null | od -An -v -tx1 | tr -d ' \n')
+        if [ "$off" -ge "$k" ]; then
+            have=$(dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip=$((off - k)) count="$k" 2>/dev/null | od -An -v -tx1 | tr -d ' \n')
+        fi
+        if [ "$have" != "$check" ]; then
+            printf 'T\n'
+            off=0
+        fi
     fi
-    if [ "$have" != "$check" ]; then
-        printf 'T\n'
-        off=0
-    fi
-fi
-printf 'S %s %s\n' "$id" "$off"
-while :; do
-    set -- $(stat -L -c '%s %d:%i' -- /dev/fd/3 "$p" 2>/dev/null)
-    size=${1:-0} cur=${4:-}
-    if [ "$size" -lt "$off" ]; then
-        printf 'T\n'
-        off=0
-    fi
-    if [ "$size" -gt "$off" ]; then
-        n=$((size - off))
-        [ "$n" -gt "$chunk" ] && n=$chunk
-        printf 'D %s %s\n' "$off" "$n"
-        dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip="$off" count="$n" bs=65536 2>/dev/null | base64 -w 0
-        printf '\n'
-        off=$((off + n)) idle=0
-        continue
-    fi
-    if [ -n "$cur" ] && [ "$cur" != "$id" ]; then
-        # Rotated: read what the writer added to the old file meanwhile, then switch.
-        size=$(stat -L -c %s /dev/fd/3)
-        [ "$size" -gt "$off" ] && continue
-        if open_path; then
-            off=0 idle=0
-            printf 'R %s\n' "$id"
+    printf 'S %s %s\n' "$id" "$off"
+    while :; do
+        set -- $(stat -L -c '%s %d:%i' -- /dev/fd/3 "$p" 2>/dev/null)
+        size=${1:-0} cur=${4:-}
+        if [ "$size" -lt "$off" ]; then
+            printf 'T\n'
+            off=0
+        fi
+        if [ "$size" -gt "$off" ]; then
+            n=$((size - off))
+            [ "$n" -gt "$chunk" ] && n=$chunk
+            printf 'D %s %s\n' "$off" "$n"
+            dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip="$off" count="$n" bs=65536 2>/dev/null | base64 -w 0
+            printf '\n'
+            off=$((off + n))
             continue
         fi
-    fi
-    nap
-done
+        if [ -n "$cur" ] && [ "$cur" != "$id" ]; then
+            # Rotated: read what the writer added to the old file meanwhile, then switch.
+            size=$(stat -L -c %s /dev/fd/3)
+            [ "$size" -gt "$off" ] && continue
+            if open_path; then
+                off=0
+                printf 'R %s\n' "$id"
+                continue
+            fi
+        fi
+        wake
+    done
+}
+if [ "$notify" = 1 ]; then
+    tail -n 0 -s "$poll" -F -- "$p" 2>&1 </dev/null | follow
+else
+    follow </dev/null
+fi
 """
 
 
@@ -287,7 +307,7 @@ class LogTail:
         start: LogPosition | None = None,
         *,
         poll_s: float = 0.1,
-        idle_poll_s: float = 0.5,
+        notify: bool = True,
         batch_s: float = 0.075,
         silence_s: float = 20.0,
         max_buffered_lines: int = 50_000,
@@ -298,7 +318,7 @@ class LogTail:
         self.host = host
         self.path = path
         self.poll_s = poll_s
-        self.idle_poll_s = idle_poll_s
+        self.notify = notify
         self.batch_s = batch_s
         self.silence_s = silence_s
         self.max_buffered_lines = max_buffered_lines
@@ -403,8 +423,8 @@ class LogTail:
             pos.file_id or "",
             pos.tail.hex() if pos.file_id else "",
             f"{self.poll_s:g}",
-            f"{self.idle_poll_s:g}",
             str(self.max_frame_bytes),
+            "1" if self.notify else "0",
         )
         argv[3] = TAIL_MARKER
         return argv
