@@ -53,9 +53,10 @@ def test_a_restart_from_a_checkpoint_drops_the_later_points() -> None:
     h = History(restart_after=3)
     for step in range(10, 110, 10):
         h.add(point(step, 1.0))
-    h.add(point(16, 9.0))  # an eval bar's "16/16 [...] loss=..": one stray line
+    h.add(Metrics(step=16, total=16, loss=9.0))  # an eval bar "16/16 [..., loss=9]": a stray
     h.add(point(110, 1.0))
     assert [p.step for p in h.points()][-1] == 110 and h.restarts == 0
+    assert h.total is None and h.trend("loss").last == 1.0
     for step in (50, 60, 70):  # resumed from the step-50 checkpoint
         h.add(point(step, 2.0))
     assert [p.step for p in h.points()] == [10, 20, 30, 40, 50, 60, 70]

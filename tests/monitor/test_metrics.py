@@ -84,6 +84,7 @@ def test_default_formats_and_aliases(line: str, expected: dict[str, object]) -> 
         "made it 3 times",  # `it` needs `=` or `:` to be a step
         "loss | 1.4",  # a key pairs only across = : blanks and quotes
         "version 1.2.3",
+        "eval: 100%|##########| 16/16 [00:02<00:01, 12.5it/s]",  # a bare bar is no step
         "",
     ],
 )

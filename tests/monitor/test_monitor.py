@@ -57,9 +57,14 @@ async def test_alive_then_dead_then_unknown_with_events(
                 assert [line.text for line in view.lines][-1] == "step 99 loss 1.01 acc 0.495"
                 assert monitor.run_view("r") is view  # unchanged: the same snapshot
 
-                with log.open("a") as f:
-                    f.write("step 100 loss 1.0 acc 0.5\n")
+                unparsed = monitor.run_view("r").lines_unparsed
+                with log.open("ab") as f:  # junk is counted, never fatal
+                    f.write(b"\x00\xff\xfe garbage \x1b[31m\r\n" + b"z" * 1_000_000 + b"\n")
+                    f.write(b"\r 50%|#####     | 5/10\r100%|##########| 10/10\n")
+                    f.write(b"step 100 loss 1.0 acc 0.5\r\n")
                 assert await monitor.wait_for(lambda m: m.run_view("r").step == 100, 10)
+                assert monitor.run_view("r").lines_unparsed == unparsed + 3
+                assert monitor.run_view("r").state == RunState.ALIVE
                 appended = [e for e in events if isinstance(e, LinesAppended)]
                 assert appended[-1].last_seq == monitor.run_view("r").last_seq
 

@@ -165,20 +165,9 @@ class History:
     def add(self, m: Metrics, recv: float | None = None) -> bool:
         """Record one parsed line (`recv`: when it arrived, for live lines). True if a point changed."""
         self.version += 1
-        for name in ("loss", "acc", "lr", "tok_s", "epoch"):
-            value = getattr(m, name)
-            if value is not None:
-                self._latest[name] = value
-        if m.total is not None:
-            self.total = m.total
         step = m.step
-        if m.acc_per_position is not None:
-            self.acc_per_position = m.acc_per_position
-            self.acc_per_position_step = step if step is not None else self.last_step
-        if step is None:
-            return False
         last = self.last
-        if last is not None and step < last.step:
+        if step is not None and last is not None and step < last.step:
             if not m.has_values:
                 return False  # "made it to step 3": a stray mention, not a restart
             self._regressed.append((m, recv))
@@ -190,7 +179,19 @@ class History:
             for h, r in held:
                 self.add(h, r)
             return True
-        self._regressed.clear()
+        if step is not None:
+            self._regressed.clear()
+        for name in ("loss", "acc", "lr", "tok_s", "epoch"):
+            value = getattr(m, name)
+            if value is not None:
+                self._latest[name] = value
+        if m.total is not None:
+            self.total = m.total
+        if m.acc_per_position is not None:
+            self.acc_per_position = m.acc_per_position
+            self.acc_per_position_step = step if step is not None else self.last_step
+        if step is None:
+            return False
         self.last_step = step if self.last_step is None else max(step, self.last_step)
         if last is not None and last.step == step:
             last.merge(m)

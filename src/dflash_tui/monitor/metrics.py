@@ -1,7 +1,8 @@
 """Training-log metrics from one clean line (DESIGN §4.8).
 
 The default parser reads `key=value`, `key: value` and `key value` tokens,
-`VALUE UNIT` rates (`41.3 Ktok/s`, `12.5it/s`), tqdm's `N/TOTAL [` counter,
+`VALUE UNIT` rates (`41.3 Ktok/s`, `12.5it/s`), tqdm's `N/TOTAL [` counter
+(on a line that also carries metrics, so an eval bar is not a step),
 and whole JSON-object lines. Keys are matched case-insensitively through
 aliases (step/it/iter, loss, acc/accuracy, lr, tok/s, tokens/s, Ktok/s,
 epoch, with `train/` or `train_` prefixes); `step 1200/70000` gives the step
@@ -309,7 +310,9 @@ class MetricParser:
                     if done.isdigit() and total.isdigit():
                         tqdm = (done, total)
             i += 2
-        if tqdm is not None and "step" not in b.values:
+        # A bare progress bar (an eval, a data loader) is not the training step:
+        # tqdm's N/TOTAL counts only on a line that also carries metrics.
+        if tqdm is not None and b.found and "step" not in b.values:
             b.put("step", _number(tqdm[0]), tot=tqdm[1])
         stamp = line_time(line) if line[:1].isdigit() or line[:1] == "[" else None
         return b.build(stamp)
