@@ -53,6 +53,15 @@ def positions_line(step: int, total: int, rng: random.Random) -> str:
     return json.dumps({"step": step, "acc_per_position": per}) + "\n"
 
 
+def eval_lines(step: int) -> str:
+    """What real logs also hold: a coloured logger line and a tqdm bar's `\\r` redraws."""
+    frames = [
+        f"eval: {pct:3d}%|{'#' * (pct // 10):<10}| {pct * 16 // 100}/16 [00:0{pct // 50}<00:01, 12.5it/s]"
+        for pct in (0, 50, 100)
+    ]
+    return f"\x1b[32mINFO\x1b[0m saved checkpoint step-{step}\n" + "\r".join(frames) + "\n"
+
+
 def parent_alive(pid: int) -> bool:
     if pid <= 0:
         return True
@@ -164,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             log.write(line_for(step, args.total_steps, time.time(), rng))
             if step % 500 == 0:
                 log.write(positions_line(step, args.total_steps, rng))
+            if step % 1000 == 0:
+                log.write(eval_lines(step))
             log.flush()
             if checkpointer is not None:
                 checkpointer.save_due(step)
