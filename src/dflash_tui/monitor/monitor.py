@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dflash_tui.config import Config, RunConfig
 from dflash_tui.evals.estimate import TauEstimate, estimate_tau
 from dflash_tui.monitor.backlog import load_backlog
-from dflash_tui.monitor.history import History
+from dflash_tui.monitor.history import History, HistorySeries
 from dflash_tui.monitor.liveness import (
     HostProbe,
     ProbeTarget,
@@ -46,6 +46,9 @@ from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
 
 log = logging.getLogger(__name__)
+
+SERIES_REFRESH_S = 1.0
+"""Plot columns are rebuilt at most this often per run (10k points take ~15 ms)."""
 
 Calibration = Callable[[str], Sequence[tuple[float, float]]]
 """run name -> (training acc at a checkpoint's step, measured tau_top1) pairs."""
@@ -100,6 +103,18 @@ class _Run:
         self.version = 0
         self.view: RunView | None = None
         self.task: asyncio.Task[None] | None = None
+        self.series: HistorySeries | None = None
+        self.series_version = -1
+        self.series_at = 0.0
+
+    def current_series(self) -> HistorySeries:
+        """The plot columns, refreshed at most every SERIES_REFRESH_S (monotonic clock)."""
+        h = self.history
+        now = time.monotonic()
+        stale = self.series_version != h.version and now - self.series_at >= SERIES_REFRESH_S
+        if self.series is None or stale:
+            self.series, self.series_version, self.series_at = h.series(), h.version, now
+        return self.series
 
     def log_changed_at(self) -> float | None:
         times = []
@@ -376,9 +391,10 @@ class Monitor:
             processes=probe.processes if probe is not None else (),
             lines=tuple(run.ring),
             last_seq=run.seq,
-            series=h.series(),
+            series=run.current_series(),
             tail_status=run.tail_status,
             tail_error=run.tail_error,
+            notices=tuple(run.notices),
             lines_seen=run.lines_seen,
             lines_parsed=run.lines_parsed,
             lines_unparsed=run.lines_unparsed,
@@ -472,6 +488,7 @@ class Monitor:
             timeout_s=self.options.history_timeout_s,
         )
         run.history = history
+        run.series = None
         run.position = backlog.position
         run.step_lines = backlog.step_lines
         run.lines_parsed += backlog.parsed

@@ -20,6 +20,7 @@ from dflash_tui.evals.estimate import TauEstimate
 from dflash_tui.monitor.gpu import GpuInfo, summarize
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
+from dflash_tui.monitor.tail import TailNotice
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,11 @@ class RunView:
 
     Times are on the monitor's clock (seconds since the epoch unless a test
     froze it). None means "not known yet". `lines` is the recent-lines ring
-    (oldest first, `lines[-1].seq == last_seq`); `series` the plot columns.
+    (oldest first, `lines[-1].seq == last_seq`); `series` the plot columns
+    (refreshed at most once a second; the scalar fields are always current).
     `tail_status` is one of `loading`, `following`, `reconnecting`,
-    `missing`, `stopped`.
+    `missing`, `stopped`; `notices` the last tail events (reconnected,
+    rotated, truncated, ...), oldest first.
     """
 
     name: str
@@ -72,6 +75,7 @@ class RunView:
     series: HistorySeries
     tail_status: str
     tail_error: str | None
+    notices: tuple[TailNotice, ...]
     lines_seen: int
     lines_parsed: int
     lines_unparsed: int
