@@ -97,3 +97,36 @@ def test_progress_is_throttled_but_always_reports_completion() -> None:
 def test_events_serialise_with_their_type() -> None:
     e = TransferStarted("t1", "a:x", "b:y", "relay", 1, 10, 0, False)
     assert e.as_dict()["event"] == "transfer_started" and e.as_dict()["files"] == 1
+
+
+@pytest.mark.parametrize("with_python", [True, False])
+def test_follow_hasher_hashes_in_order_with_and_without_python(tmp_path, with_python: bool) -> None:
+    import hashlib
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from dflash_tui.transfer.scripts import HASH_FOLLOW, argv
+
+    data = os.urandom(700_000)
+    part = tmp_path / "f.part"
+    part.write_bytes(data)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ["dd", "openssl", "cut", "sha256sum"]:
+        found = shutil.which(tool)
+        if found:
+            (tools / tool).symlink_to(found)
+    if with_python:
+        (tools / "python3").symlink_to(os.path.realpath(sys.executable))
+    out = subprocess.run(
+        argv(HASH_FOLLOW, part),
+        input="100000\n100000\n650000\n700000\n",
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tools)},
+        executable="/bin/sh",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == hashlib.sha256(data).hexdigest()

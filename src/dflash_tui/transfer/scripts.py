@@ -60,7 +60,7 @@ for p do touch -- "$p" || exit 1; done
 # ("N bytes ... copied") says how many bytes it read.
 SRC_RANGE = (
     _PRELUDE
-    + r"""exec dd if="$1" bs=1M skip="$2" count="$3" iflag=skip_bytes,count_bytes
+    + r"""exec dd if="$1" bs=256K skip="$2" count="$3" iflag=skip_bytes,count_bytes
 """
 )
 
@@ -68,7 +68,7 @@ SRC_RANGE = (
 # says how many bytes landed.
 DST_RANGE = (
     _PRELUDE
-    + r"""exec dd of="$1" bs=1M seek="$2" oflag=seek_bytes conv=notrunc iflag=fullblock
+    + r"""exec dd of="$1" bs=256K seek="$2" oflag=seek_bytes conv=notrunc iflag=fullblock
 """
 )
 
@@ -78,7 +78,7 @@ DST_RANGE = (
 DIRECT_RANGE = (
     _PRELUDE
     + r"""part=$1 off=$2; shift 2
-"$@" | dd of="$part" bs=1M seek="$off" oflag=seek_bytes conv=notrunc iflag=fullblock status=none
+"$@" | dd of="$part" bs=256K seek="$off" oflag=seek_bytes conv=notrunc iflag=fullblock status=none
 """
 )
 
@@ -87,13 +87,30 @@ HASH_FILE = _PRELUDE + r"""h < "$1" """
 
 # sha256 of $1 read back in order while it is being written: each stdin line
 # is a byte count up to which the file is complete; the bytes up to there are
-# fed to one hasher, whose result is printed when stdin closes.
+# hashed in order and the result printed when stdin closes. python3 (when the
+# host has it) reads the file straight into hashlib; the fallback pipes dd
+# into the hasher, which costs one more copy of every byte.
 HASH_FOLLOW = (
     _PRELUDE
-    + r"""done=0
+    + r"""if command -v python3 >/dev/null 2>&1; then exec python3 -c '
+import hashlib, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+digest, done, buf = hashlib.sha256(), 0, bytearray(1 << 18)
+view = memoryview(buf)
+for line in sys.stdin:
+    upto = int(line)
+    while done < upto:
+        n = os.preadv(fd, [view[: min(len(buf), upto - done)]], done)
+        if n <= 0:
+            sys.exit("dflash: reading %s failed at byte %d" % (sys.argv[1], done))
+        digest.update(view[:n])
+        done += n
+print(digest.hexdigest())
+' "$1"; fi
+done=0
 while read -r n; do
   [ "$n" -gt "$done" ] || continue
-  dd if="$1" bs=1M skip="$done" count=$((n - done)) iflag=skip_bytes,count_bytes status=none || { echo "dflash: reading $1 failed" >&2; exit 1; }
+  dd if="$1" bs=256K skip="$done" count=$((n - done)) iflag=skip_bytes,count_bytes status=none || { echo "dflash: reading $1 failed" >&2; exit 1; }
   done=$n
 done | h
 """
@@ -105,7 +122,7 @@ HASH_RANGES = (
     + r"""f=$1; shift
 [ -f "$f" ] || { echo "missing" >&2; exit 1; }
 while [ $# -ge 2 ]; do
-  dd if="$f" bs=1M skip="$1" count="$2" iflag=skip_bytes,count_bytes status=none | h
+  dd if="$f" bs=256K skip="$1" count="$2" iflag=skip_bytes,count_bytes status=none | h
   shift 2
 done
 """
