@@ -75,7 +75,6 @@ class RunView:
     series: HistorySeries
     tail_status: str
     tail_error: str | None
-    notices: tuple[TailNotice, ...]
     lines_seen: int
     lines_parsed: int
     lines_unparsed: int
@@ -84,6 +83,7 @@ class RunView:
     restarts: int
     host_reachable: bool | None
     stall_after_s: float
+    notices: tuple[TailNotice, ...] = ()
 
     @property
     def log_age_s(self) -> float | None:
