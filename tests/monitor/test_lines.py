@@ -82,7 +82,7 @@ def test_committed_tail_is_the_raw_bytes_before_the_committed_offset() -> None:
         assert s.committed_tail == data[max(0, s.committed - 16) : s.committed]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=3000), st.lists(st.integers(1, 64), min_size=1, max_size=40))
 def test_any_chunking_gives_the_same_lines_and_offsets(data: bytes, cuts: list[int]) -> None:
     expected, _ = split_lines(data, 7)
@@ -101,7 +101,7 @@ def test_any_chunking_gives_the_same_lines_and_offsets(data: bytes, cuts: list[i
         assert data[: r.end - 7].endswith(r.tail)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=5000))
 def test_clean_line_never_raises(raw: bytes) -> None:
     text = clean_line(raw)

@@ -124,14 +124,14 @@ def test_hostile_lines_do_not_crash_and_stay_fast() -> None:
         assert time.perf_counter() - started < 0.5
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.text(max_size=400))
 def test_default_parser_never_raises(line: str) -> None:
     m = P.parse(line)
     assert m is None or isinstance(m, Metrics)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(
         st.one_of(

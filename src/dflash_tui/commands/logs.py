@@ -67,8 +67,6 @@ async def _logs(args: argparse.Namespace) -> int:
             backlog = await _last_lines(pool, run.host, run.log, args.lines)
             if not backlog.exists and not args.follow:
                 raise CommandError(f"{run.host}:{run.log} does not exist (run {run.name})", 1)
-            if not backlog.exists:
-                print(f"dflash-tui: {run.log} does not exist yet; waiting", file=sys.stderr)
             lines = backlog.recent[-args.lines :] if args.lines else []
             if lines:
                 _write("".join(f"{line}\n" for line in lines))
