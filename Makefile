@@ -38,8 +38,8 @@ test: $(STAMP_DEV) system-deps
 # for sacct); installed only where missing. The tests start their own daemons on
 # loopback with their own configs, so the system services are not needed
 # (RUNLEVEL=1 keeps sysvinit-style installs from starting them).
-SYSTEM_PACKAGES := openssh-server tmux slurmctld slurmd slurm-client munge slurmdbd mariadb-server
-SYSTEM_COMMANDS := /usr/sbin/sshd tmux slurmctld slurmd sbatch munged slurmdbd mariadbd
+SYSTEM_PACKAGES := openssh-server tmux procps iproute2 slurmctld slurmd slurm-client munge slurmdbd mariadb-server
+SYSTEM_COMMANDS := /usr/sbin/sshd tmux pgrep ip slurmctld slurmd sbatch munged slurmdbd mariadbd
 
 system-deps:
 	@missing=""; for c in $(SYSTEM_COMMANDS); do \

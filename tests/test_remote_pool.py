@@ -214,3 +214,12 @@ async def test_keepalive_notices_a_dead_link(sshd: SshdHost, write_config) -> No
             for pid in children:
                 os.kill(int(pid), signal.SIGCONT)
         assert (await pool.run("a", ["echo", "back"])).stdout == "back\n"
+
+
+async def test_run_always_ends_stdin(sshd: SshdHost, write_config) -> None:
+    config = load_config(write_config({"a": sshd}))
+    async with HostPool(config) as pool:
+        for given in (None, "", b"", "data"):
+            enc = None if isinstance(given, bytes) else "utf-8"
+            result = await pool.run("a", ["cat"], input=given, encoding=enc, timeout=10)
+            assert result.stdout == (given or ("" if enc else b""))

@@ -337,7 +337,12 @@ class HostPool:
         started = time.monotonic()
         async with self._process(name, command, encoding) as process:
             try:
-                result = await asyncio.wait_for(process.communicate(input), timeout)
+                # A run is never interactive: stdin always ends, also when `input` is
+                # empty or None, or a command that reads stdin would wait forever.
+                if input:
+                    process.stdin.write(input)
+                process.stdin.write_eof()
+                result = await asyncio.wait_for(process.communicate(), timeout)
                 await process.wait_closed()
             except asyncio.TimeoutError:
                 process.close()
