@@ -11,6 +11,11 @@ aborts the benchmark.
   ranges hashed at both ends, whole-file sha256 at both ends, .part + rename);
 * `scp -3 scp://a/SRC scp://b/DST` (OpenSSH defaults, no verification);
 * `ssh a cat SRC | ssh b 'cat > DST'` (OpenSSH defaults, no verification);
+* with `--methods ...,scp3v`: `scp -3`, then `sha256sum` on A and on B at once
+  (what it takes to know an scp copy is right);
+* with `--methods ...,pipev`: the two-ssh pipe plus the relay's checks (source
+  sha256 while copying, destination sha256 of NAME.part, rename): what moving
+  the bytes through OpenSSH clients instead of asyncssh would give;
 * with `--methods ...,direct`: `dflash-tui relay --direct`, where B pulls from A
   with its own ssh (not through this machine; needs B to reach A).
 
@@ -178,6 +183,54 @@ class Bench:
         subprocess.run(cmd, check=True)
         return time.perf_counter() - started, dst
 
+    def scp3_verified(self) -> tuple[float, Path]:
+        """scp -3, then `sha256sum` at both ends (in parallel), as a careful operator would."""
+        started = time.perf_counter()
+        _, dst = self.scp3()
+        checks = [
+            subprocess.Popen([*self._ssh(host), f"sha256sum '{path}'"], stdout=subprocess.PIPE)
+            for host, path in ((self.a, self.src), (self.b, dst))
+        ]
+        sums = {c.communicate()[0].split()[0].decode() for c in checks}
+        if sums != {self.sha}:
+            raise SystemExit(f"scp -3 copy does not match: {sums}")
+        return time.perf_counter() - started, dst
+
+    def pipe_verified(self) -> tuple[float, Path]:
+        """The two-ssh pipe plus the relay's checks: what an OpenSSH-client data path would do.
+
+        Source sha256 while copying, destination sha256 of NAME.part after
+        writing, compare, rename. Not something dflash-tui ships: its design
+        keeps every SSH connection in the pool. Measured to show the cost of
+        moving the bytes through Python (asyncssh) instead of through OpenSSH.
+        """
+        dst = self._dst()
+        part = f"{dst}.part"
+        started = time.perf_counter()
+        src_hash = subprocess.Popen(
+            [*self._ssh(self.a), f"openssl dgst -sha256 -r '{self.src}'"], stdout=subprocess.PIPE
+        )
+        reader = subprocess.Popen(
+            [*self._ssh(self.a), f"dd if='{self.src}' bs=256K status=none"],
+            stdout=subprocess.PIPE,
+        )
+        writer = subprocess.Popen(
+            [
+                *self._ssh(self.b),
+                f"dd of='{part}' bs=256K status=none && openssl dgst -sha256 -r '{part}'",
+            ],
+            stdin=reader.stdout,
+            stdout=subprocess.PIPE,
+        )
+        assert reader.stdout is not None
+        reader.stdout.close()
+        dst_sha = writer.communicate()[0].split()[0].decode()
+        src_sha = src_hash.communicate()[0].split()[0].decode()
+        if reader.wait() != 0 or src_sha != dst_sha:
+            raise SystemExit("ssh pipe copy does not match")
+        subprocess.run([*self._ssh(self.b), f"mv '{part}' '{dst}'"], check=True)
+        return time.perf_counter() - started, dst
+
     def pipe(self) -> tuple[float, Path]:
         dst = self._dst()
         started = time.perf_counter()
@@ -193,7 +246,9 @@ class Bench:
 METHODS = {
     "relay": ("dflash-tui relay (verified)", Bench.relay),
     "scp3": ("scp -3", Bench.scp3),
+    "scp3v": ("scp -3 + sha256sum at both ends", Bench.scp3_verified),
     "pipe": ("ssh a cat | ssh b 'cat > f'", Bench.pipe),
+    "pipev": ("ssh pipe + the relay's checks", Bench.pipe_verified),
     "direct": ("dflash-tui relay --direct (verified)", Bench.direct),
 }
 
@@ -229,7 +284,7 @@ def main() -> None:
                 times[name].append(elapsed)
                 cpus[name].append(cpu)
                 print(
-                    f"round {rnd + 1} {METHODS[name][0]:32s} {elapsed:7.2f} s "
+                    f"round {rnd + 1} {METHODS[name][0]:36s} {elapsed:7.2f} s "
                     f"{size / MB / elapsed:7.1f} MB/s  cpu {cpu:6.2f} s  sha256 ok",
                     flush=True,
                 )
@@ -245,10 +300,10 @@ def main() -> None:
     )
     medians = {m: statistics.median(t) for m, t in times.items()}
     cpu_medians = {m: statistics.median(t) for m, t in cpus.items()}
-    print(f"{'method':34s} {'median s':>9s} {'MB/s':>8s} {'best MB/s':>9s} {'CPU s':>7s}")
+    print(f"{'method':38s} {'median s':>9s} {'MB/s':>8s} {'best MB/s':>9s} {'CPU s':>7s}")
     for m in methods:
         print(
-            f"{METHODS[m][0]:34s} {medians[m]:9.2f} {size / MB / medians[m]:8.1f} "
+            f"{METHODS[m][0]:38s} {medians[m]:9.2f} {size / MB / medians[m]:8.1f} "
             f"{size / MB / min(times[m]):9.1f} {cpu_medians[m]:7.2f}"
         )
     if "relay" in medians:
