@@ -63,6 +63,7 @@ class DemoRun:
     mode: str
     seed: int
     checkpoints: bool = True  # a healthy run writes checkpoints (and auto-evaluates them)
+    total_steps: int = 70000  # the trainer stops there (10 steps a line)
 
 
 DEMO_RUNS = (
@@ -206,6 +207,8 @@ class DemoCluster:
                 run.mode,
                 "--seed",
                 str(run.seed),
+                "--total-steps",
+                str(run.total_steps),
                 "--interval",
                 str(self.trainer_interval_s),
                 "--parent-pid",
@@ -316,7 +319,7 @@ def demo_config_text(
             stall += f'\nauto_eval = ["{demo_assets.SUITE_NAME}"]\nmax_parallel = 1'
         run_tables.append(
             f'[[runs]]\nname = "{run.name}"\nhost = "trainbox"\nlog = "workspace/train_{run.name}.log"\n'
-            f'process = "{TRAIN_SCRIPT} --run {run.name}"\ntotal_steps = 70000{stall}\n'
+            f'process = "{TRAIN_SCRIPT} --run {run.name}"\ntotal_steps = {run.total_steps}{stall}\n'
         )
     p = local_prefix
     return (
