@@ -149,14 +149,27 @@ class SshdHost:
             raise RuntimeError(f"sshd did not start: {self.log_path.read_text()[-2000:]}") from None
         return self
 
-    def kill_sessions(self) -> None:
-        """Kill sshd's per-connection children: every client connection drops at once."""
+    def kill_sessions(self) -> int:
+        """Kill every process under the sshd listener: each client connection drops at once.
+
+        The whole tree goes, not only the listener's children (the privileged
+        monitors): the unprivileged session processes under them hold the TCP
+        connection and could keep sending. Returns how many were killed.
+        """
         if self.process is None:
-            return
-        out = subprocess.run(["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True)
-        for pid in out.stdout.split():
+            return 0
+        victims: list[int] = []
+        frontier = [self.process.pid]
+        while frontier:
+            out = subprocess.run(
+                ["pgrep", "-P", ",".join(map(str, frontier))], capture_output=True, text=True
+            )
+            frontier = [int(pid) for pid in out.stdout.split()]
+            victims += frontier
+        for pid in victims:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+        return len(victims)
 
     def stop(self) -> None:
         if self.process is not None:

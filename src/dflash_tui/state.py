@@ -80,6 +80,10 @@ def open_state(state_dir: Path, *schemas: Schema) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")
+    # WAL with synchronous=NORMAL survives a killed process (what resume and job
+    # re-attach rely on) without an fsync per commit, which would stall the event
+    # loop for tens of milliseconds each time on slow disks.
+    conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     for schema in schemas:
         apply_schema(conn, schema)

@@ -16,7 +16,6 @@ import hashlib
 import os
 import random
 import re
-import signal
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -214,26 +213,8 @@ def tree_digest(root: Path) -> dict[str, tuple[str, str, int]]:
 
 
 def cut_connections(host: SshdHost) -> int:
-    """Kill every process under the sshd listener: each client connection drops at once.
-
-    `SshdHost.kill_sessions()` kills only the listener's children (the
-    privileged monitors); the unprivileged session processes under them keep
-    the TCP connection and can keep sending. Killing the whole tree is what a
-    dropped link or a crashed host looks like. Returns how many were killed.
-    """
-    assert host.process is not None
-    victims: list[int] = []
-    frontier = [host.process.pid]
-    while frontier:
-        out = subprocess.run(
-            ["pgrep", "-P", ",".join(map(str, frontier))], capture_output=True, text=True
-        )
-        frontier = [int(pid) for pid in out.stdout.split()]
-        victims += frontier
-    for pid in victims:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    return len(victims)
+    """Drop every client connection of `host` at once (see SshdHost.kill_sessions)."""
+    return host.kill_sessions()
 
 
 def part_files(root: Path) -> list[Path]:

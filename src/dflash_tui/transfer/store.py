@@ -145,10 +145,6 @@ class TransferStore:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        # WAL with synchronous=NORMAL survives a killed process (what resume is
-        # for) without an fsync per verified range, which would stall the event
-        # loop for tens of milliseconds each time on slow disks.
-        conn.execute("PRAGMA synchronous = NORMAL")
 
     def create(
         self, src: str, dst: str, *, mode: str, keep_local: str | None, range_bytes: int
