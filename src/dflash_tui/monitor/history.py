@@ -111,6 +111,43 @@ class HistorySeries:
         return len(self.steps)
 
 
+_SERIES_FIELDS = frozenset(("steps", "loss", "loss_ema", "acc", "acc_ema", "tok_s", "lr"))
+
+
+class LazySeries(HistorySeries):
+    """A HistorySeries whose columns are read from `history` the first time one is used.
+
+    Building the columns walks every retained point (up to 10,000); a run view
+    carries them, but only the plotted run's are ever read, so views of the
+    other runs should not pay for them. Once built, the columns are fixed.
+    """
+
+    def __init__(self, history: History) -> None:
+        object.__setattr__(self, "_history", history)
+        object.__setattr__(self, "_built", None)
+
+    def _columns(self) -> HistorySeries:
+        built = object.__getattribute__(self, "_built")
+        if built is None:
+            built = object.__getattribute__(self, "_history").series()
+            object.__setattr__(self, "_built", built)
+            object.__setattr__(self, "_history", None)
+        return built
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazySeries):
+            other = other._columns()
+        return self._columns() == other
+
+    def __hash__(self) -> int:
+        return hash(self._columns())
+
+    def __getattribute__(self, name: str) -> object:
+        if name in _SERIES_FIELDS:
+            return getattr(object.__getattribute__(self, "_columns")(), name)
+        return object.__getattribute__(self, name)
+
+
 class History:
     """Bounded history of one run; see the module docstring for the rules."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dflash_tui.config import Config, RunConfig
 from dflash_tui.evals.estimate import TauEstimate, estimate_tau
 from dflash_tui.monitor.backlog import load_backlog
-from dflash_tui.monitor.history import History, HistorySeries
+from dflash_tui.monitor.history import History, HistorySeries, LazySeries
 from dflash_tui.monitor.liveness import (
     HostProbe,
     ProbeTarget,
@@ -113,7 +113,8 @@ class _Run:
         now = time.monotonic()
         stale = self.series_version != h.version and now - self.series_at >= SERIES_REFRESH_S
         if self.series is None or stale:
-            self.series, self.series_version, self.series_at = h.series(), h.version, now
+            # Built only if someone reads it (the plotted run), not for every view.
+            self.series, self.series_version, self.series_at = LazySeries(h), h.version, now
         return self.series
 
     def log_changed_at(self) -> float | None:
