@@ -201,6 +201,10 @@ class DemoCluster:
                 str(script),
                 "--run",
                 run.name,
+                # Makes the process pattern unique to this demo: every demo on a
+                # machine runs its trainers there, and pgrep sees all of them.
+                "--cluster",
+                str(self.servers["trainbox"].port),
                 "--log",
                 str(self.log_path(run.name)),
                 "--mode",
@@ -319,7 +323,8 @@ def demo_config_text(
             stall += f'\nauto_eval = ["{demo_assets.SUITE_NAME}"]\nmax_parallel = 1'
         run_tables.append(
             f'[[runs]]\nname = "{run.name}"\nhost = "trainbox"\nlog = "workspace/train_{run.name}.log"\n'
-            f'process = "{TRAIN_SCRIPT} --run {run.name}"\ntotal_steps = {run.total_steps}{stall}\n'
+            f'process = "{TRAIN_SCRIPT} --run {run.name} --cluster {ports["trainbox"]}"\n'
+            f"total_steps = {run.total_steps}{stall}\n"
         )
     p = local_prefix
     return (

@@ -121,6 +121,7 @@ class Checkpointer:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--run", required=True)
+    p.add_argument("--cluster", default="", help="the demo's id; only makes pgrep patterns unique")
     p.add_argument("--log", required=True)
     p.add_argument("--total-steps", type=int, default=70000)
     p.add_argument("--backfill-steps", type=int, default=3000)
