@@ -113,7 +113,8 @@ async def test_palette_lists_every_action_with_its_key(make_app) -> None:
         await pilot.pause()
         assert CommandPalette.is_open(app)
         await pilot.press(*"Follow")
-        await pilot.pause(0.3)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         await pilot.press("enter")
         await pilot.pause()
         assert not CommandPalette.is_open(app)
@@ -230,7 +231,8 @@ async def test_t_opens_the_relay_form_and_starts_a_relay(make_app, session: Fixt
         await pilot.pause()
         assert isinstance(app.screen, RelayForm)
         await pilot.press(*"storage:mod")
-        await pilot.pause(0.2)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         src = app.screen.query_one("#relay-src", Input)
         assert src._suggestion == "storage:models/"  # completion offered
         await pilot.press("right", "enter")  # accept it, go to the destination
@@ -277,7 +279,9 @@ async def test_leaderboard_keys_evaluate_baseline_suite_and_tasks(
         await app.workers.wait_for_complete()
         assert session.evals_started == [("slammed5/step-3000", "coding10")]
         await pilot.press("k", "b")
-        await pilot.pause(0.7)  # the change arrives as an event, batched like the rest
+        await pilot.pause()
+        app.flush_now()  # the change arrives as an event, batched like the rest
+        await pilot.pause()
         assert pane.board.baseline == "slammed5/step-1000"
         assert "baseline slammed5/step-1000 (marked with b)" in str(
             pane.query_one("#board-caption").render()

@@ -12,7 +12,7 @@ from dflash_tui.monitor.liveness import RunState
 from dflash_tui.session import TransfersChanged, TransferView
 from dflash_tui.ui.panes.jobs import JobsPane
 from dflash_tui.ui.panes.log import LogPane
-from dflash_tui.ui.panes.plots import PlotsPane
+from dflash_tui.ui.panes.plots import DATA_INTERVAL_S, MIN_INTERVAL_S, PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable
 from tests.ui.fixture_session import NOW, FixtureSession
 
@@ -35,8 +35,11 @@ async def test_log_lines_arrive_in_batches(make_app) -> None:
         reads = session.line_reads
         for i in range(50):
             session.append_lines("slammed5", [f"burst line {i}"])
-        await pilot.pause(0.3)  # one LINES_FLUSH_S batch window
-        assert session.line_reads - reads <= 2  # 50 events, one or two reads
+        await pilot.pause()
+        assert app._lines_timer is not None and session.line_reads == reads  # waiting, batched
+        app.flush_now()  # what the LINES_FLUSH_S timer does
+        await pilot.pause()
+        assert session.line_reads == reads + 1  # 50 events, one read
         assert pane.shown_lines == 90 and pane.log_widget.lines[-1] == "burst line 49"
 
 
@@ -61,7 +64,9 @@ async def test_hidden_panes_only_count_and_draw_when_shown(make_app) -> None:
             series = grown(session.run("slammed5").series, step)
             session.set_run("slammed5", step=step, series=series)
             session.emit(TransfersChanged("t1"))
-        await pilot.pause(0.7)  # one VIEWS_FLUSH_S batch window
+        await pilot.pause()
+        app.flush_now()  # what the VIEWS_FLUSH_S timer does
+        await pilot.pause()
         assert plots.plot_draws == before and plots.stale  # hidden: counted, not drawn
         assert session.transfer_reads == 0 and jobs.outdated  # hidden: not even read
         await pilot.press("3")
@@ -73,7 +78,9 @@ async def test_hidden_panes_only_count_and_draw_when_shown(make_app) -> None:
         assert "storage:models/a -> evalbox:models/a" in str(jobs.query_one("#jobs-body").render())
 
 
-async def test_plots_redraw_at_most_once_a_second(make_app) -> None:
+async def test_plots_redraw_new_points_every_few_seconds_and_another_run_at_once(
+    make_app,
+) -> None:
     session = FixtureSession()
     app = make_app(session)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -86,9 +93,12 @@ async def test_plots_redraw_at_most_once_a_second(make_app) -> None:
             series = grown(series, step)
             plots.update_series("slammed5", series)
         assert plots.plot_draws == 1 and plots._timer is not None  # deferred, not dropped
-        plots._last_draw -= 1.0  # as if the second had passed
+        plots._last_draw -= DATA_INTERVAL_S  # as if the interval had passed
         plots._due()
         assert plots.plot_draws == 2
+        plots._last_draw -= MIN_INTERVAL_S
+        plots.update_series("wide-lr", session.run("wide-lr").series)  # another run: at once
+        assert plots.plot_draws == 3 and plots.run == "wide-lr"
 
 
 async def test_layout_change_keeps_selection_follow_and_filter(make_app) -> None:
@@ -120,4 +130,4 @@ async def test_first_frame_shows_every_run_connecting(make_app) -> None:
     async with app.run_test(size=(80, 24)):
         table = app.screen.query_one(RunsTable)
         assert table.row_count == 3  # before any pause: filled while mounting
-        assert [str(table.get_cell_at((r, 2))).strip() for r in range(3)] == ["connecting"] * 3
+        assert [table.cell_text(r, "state") for r in range(3)] == ["connecting"] * 3

@@ -3,7 +3,8 @@
 It holds a session (`dflash_tui.session.ConsoleSession`, or anything with
 the same interface), turns the session's events into small messages, and
 batches them: runs, hosts and transfers are re-read at most every
-VIEWS_FLUSH_S, the selected run's new log lines every LINES_FLUSH_S, and
+`max(VIEWS_FLUSH_S, refresh_s)` (the probes' own pace: nothing is polled
+faster), the selected run's new log lines every LINES_FLUSH_S, and
 only for panes that are on screen (a hidden pane is marked stale and filled
 when it shows). Ages tick every `refresh_s` without asking the core for
 anything new. UI state that outlives a layout change (selected run, follow,
@@ -22,9 +23,10 @@ from pathlib import Path
 from textual import events, on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, TabbedContent
+from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState
 
 from dflash_tui.monitor.views import HostUpdated as CoreHostUpdated
@@ -53,8 +55,8 @@ from dflash_tui.ui.screens.relay_form import RelayForm
 from dflash_tui.ui.screens.tasks import TasksScreen
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 
-VIEWS_FLUSH_S = 0.5
-LINES_FLUSH_S = 0.2
+VIEWS_FLUSH_S = 1.0
+LINES_FLUSH_S = 0.25
 
 
 class DflashApp(App[int]):
@@ -202,15 +204,30 @@ class DflashApp(App[int]):
             self.bells += 1
             self.bell()
 
+    def flush_now(self) -> None:
+        """Apply every pending change at once instead of at the end of its batch window."""
+        for timer in (self._views_timer, self._lines_timer):
+            if timer is not None:
+                timer.stop()
+        self._flush_lines()
+        self._flush_views()
+
     def _arm_views(self) -> None:
         if self._views_timer is None:
-            self._views_timer = self.set_timer(VIEWS_FLUSH_S, self._flush_views)
+            window = max(VIEWS_FLUSH_S, self.config.console.refresh_s)
+            self._views_timer = self.set_timer(window, self._flush_views)
 
     # ------------------------------------------------------------------ filling panes
 
+    def _live(self) -> bool:
+        """The main screen is composed and the App is not shutting down."""
+        if not self._main_ready or self._exit or self._stopping:
+            return False
+        return any(isinstance(s, MainScreen) for s in self.screen_stack)
+
     def _flush_views(self) -> None:
         self._views_timer = None
-        if not self._main_ready:
+        if not self._live():
             return  # a recompose refills everything when it is done
         dirty, self._dirty_runs = self._dirty_runs, set()
         hosts_dirty, self._dirty_hosts = self._dirty_hosts, False
@@ -235,7 +252,7 @@ class DflashApp(App[int]):
     def _flush_lines(self) -> None:
         self._lines_due = False
         self._lines_timer = None
-        if not self._main_ready:
+        if not self._live():
             return
         panes = self._log_panes()
         if not any(p.visible_now for p in panes):
@@ -253,7 +270,7 @@ class DflashApp(App[int]):
                     pane.append(lines)
 
     def _log_panes(self) -> list[LogPane]:
-        panes = []
+        panes: list[LogPane] = []
         for screen in self.screen_stack:
             if isinstance(screen, (MainScreen, LogScreen)):
                 panes.extend(screen.query(LogPane))
@@ -363,7 +380,7 @@ class DflashApp(App[int]):
 
     def _tick(self) -> None:
         """Ages move on: redraw them from the snapshots we have."""
-        if self._stopping or not self._main_ready:
+        if not self._live():
             return
         now = self.session.now()
         main = self.main
@@ -416,15 +433,19 @@ class DflashApp(App[int]):
         """Whether what an action needs is selected now (drives footer, keys and palette)."""
         if needs == "run":
             return self.selected_run is not None
-        if not self._main_ready:
+        if not self._live():
             return False
         main = self.main
-        if needs == "leaderboard":
-            pane = main.query_one(LeaderboardPane)
-            return main.pane_of(main.focused) == "leaderboard" and pane.selected_row is not None
-        if needs == "job":
-            pane = main.query_one(JobsPane)
-            return main.pane_of(main.focused) == "jobs" and pane.selected_job is not None
+        try:
+            if needs == "leaderboard":
+                pane = main.query_one(LeaderboardPane)
+                focused = main.pane_of(main.focused) == "leaderboard"
+                return focused and pane.selected_row is not None
+            if needs == "job":
+                jobs = main.query_one(JobsPane)
+                return main.pane_of(main.focused) == "jobs" and jobs.selected_job is not None
+        except NoMatches:  # the screen is being torn down or recomposed
+            return False
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -483,10 +504,14 @@ class DflashApp(App[int]):
         main.focus_target(name).focus()
 
     def action_move(self, delta: int) -> None:
+        """j/k: move a table's cursor, or scroll whatever else has focus."""
         widget = self.focused
-        if isinstance(widget, DataTable):
-            widget.action_cursor_down() if delta > 0 else widget.action_cursor_up()
-        elif widget is not None and widget.allow_vertical_scroll:
+        if widget is None:
+            return
+        step = getattr(widget, "action_cursor_down" if delta > 0 else "action_cursor_up", None)
+        if step is not None:
+            step()
+        elif widget.allow_vertical_scroll:
             widget.scroll_relative(y=delta, animate=False)
 
     def action_open_detail(self) -> None:
@@ -497,13 +522,13 @@ class DflashApp(App[int]):
         self.push_screen(screen)
         screen.update_view(self.session.run(run), self.session.now())
 
-    def action_toggle_log_screen(self) -> None:
+    async def action_toggle_log_screen(self) -> None:
         if isinstance(self.screen, LogScreen):
             self.pop_screen()
             return
         if self.selected_run is None:
             return
-        self.push_screen(LogScreen())
+        await self.push_screen(LogScreen())  # composed before it is filled
         self.fill_log()
 
     def action_toggle_follow(self) -> None:

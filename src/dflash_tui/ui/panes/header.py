@@ -17,6 +17,8 @@ ORDER = ("alive", "stalled", "dead", "unknown")
 
 
 class HeaderBar(Static):
+    _shown: tuple[str, list] = ("", [])
+
     COMPONENT_CLASSES = {
         "header--title",
         "header--alive",
@@ -48,4 +50,6 @@ class HeaderBar(Static):
         out.append(f" {up}/{len(hosts)} hosts up")
         if down:
             out.append(f" {down} down", style("dead"))
-        self.update(out)
+        if out.plain != self._shown[0] or out.spans != self._shown[1]:
+            self._shown = (out.plain, list(out.spans))
+            self.update(out, layout=False)  # one fixed line: no layout pass

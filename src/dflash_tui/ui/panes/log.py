@@ -20,7 +20,7 @@ from textual.widgets import Input, Log, Static
 from dflash_tui.monitor.views import LogLine
 from dflash_tui.ui.panes.base import PaneMixin
 
-MAX_LINES = 5000
+MAX_LINES = 1000  # the monitor keeps 1000 recent lines per run; a full Log never re-lays the screen
 
 
 class LogPane(PaneMixin, Vertical):
@@ -51,6 +51,7 @@ class LogPane(PaneMixin, Vertical):
         self._pending: list[str] = []  # arrived since the last draw
         self._replace = True  # the next draw rewrites everything
         self._status = ""
+        self._title = ""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="log-title", markup=False)
@@ -144,7 +145,10 @@ class LogPane(PaneMixin, Vertical):
             parts.append(f'filter "{self.filter}": {self.shown_lines} lines')
         if self._status:
             parts.append(self._status)
-        self.query_one("#log-title", Static).update("  ".join(parts))
+        title = "  ".join(parts)
+        if title != self._title:  # a fixed one-line title: no layout pass needed
+            self._title = title
+            self.query_one("#log-title", Static).update(title, layout=False)
 
     # ------------------------------------------------------------------ filter input
 

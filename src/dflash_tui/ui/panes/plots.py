@@ -1,10 +1,13 @@
 """Plots of loss, acc and tokens/s against step for the selected run (plotext).
 
 Drawn on the event loop (plotext keeps module-level state), only while the
-pane is on screen, at most once a second, and only when the series or the
-size changed. The series come from the monitor (which keeps and decimates
-the history); this pane only thins them to about two points per column, so
-plotext never draws more points than the canvas can show.
+pane is on screen, and only when the series or the size changed: at once for
+another run or a new size (at most once a second), and for new points of the
+same run at most every DATA_INTERVAL_S (a plotext redraw of three charts costs
+about as much as everything else the console does in that time, and a loss
+curve does not change in a second). The series come from the monitor (which
+keeps and decimates the history); this pane only thins them to about one
+point per column, so plotext never draws more points than the canvas shows.
 
 Stacked (wide layout) the charts share one x axis, drawn under the last;
 side by side (compact) each has its own.
@@ -29,6 +32,7 @@ from dflash_tui.ui import format as fmt
 from dflash_tui.ui.panes.base import PaneMixin
 
 MIN_INTERVAL_S = 1.0
+DATA_INTERVAL_S = 5.0
 RAW_MARKER = "·"
 SMOOTH_MARKER = "•"
 
@@ -51,17 +55,22 @@ CHARTS = (
 
 
 def thin(steps: tuple[int, ...], values: tuple[float, ...], limit: int) -> tuple[list, list]:
-    """(x, y) without missing values, at most about `limit` points, the last one kept."""
-    pairs = [
-        (s, v) for s, v in zip(steps, values, strict=False) if v is not None and not math.isnan(v)
-    ]
-    if len(pairs) > limit > 0:
-        stride = math.ceil(len(pairs) / limit)
-        last = pairs[-1]
-        pairs = pairs[::stride]
-        if pairs[-1] != last:
-            pairs.append(last)
-    return [p[0] for p in pairs], [p[1] for p in pairs]
+    """(x, y) without missing values, at most about `limit` points, the last one kept.
+
+    Strides over the columns first, so the cost follows `limit`, not the history's length.
+    """
+    n = min(len(steps), len(values))
+    stride = max(1, math.ceil(n / limit)) if limit > 0 else 1
+    index = list(range(0, n, stride))
+    if n and index[-1] != n - 1:
+        index.append(n - 1)
+    xs, ys = [], []
+    for i in index:
+        v = values[i]
+        if v is not None and not math.isnan(v):
+            xs.append(steps[i])
+            ys.append(v)
+    return xs, ys
 
 
 def step_ticks(lo: int, hi: int, count: int) -> tuple[list[int], list[str]]:
@@ -140,7 +149,9 @@ class PlotsPane(PaneMixin, Container):
         key = (self.run, id(self._series), self.size)
         if key == self._drawn:
             return
-        wait = self._last_draw + MIN_INTERVAL_S - time.monotonic()
+        same_view = self._drawn is not None and key[0::2] == self._drawn[0::2]
+        interval = DATA_INTERVAL_S if same_view else MIN_INTERVAL_S
+        wait = self._last_draw + interval - time.monotonic()
         if wait > 0:
             if self._timer is None:
                 self._timer = self.set_timer(wait, self._due)
@@ -179,9 +190,9 @@ class PlotsPane(PaneMixin, Container):
         plt.xaxes(axis, False)
         plt.yaxes(True, False)
         plt.yfrequency(max(2, min(4, widget.size.height // 3)))
-        limit = max(8, 2 * max(1, widget.size.width - 8))
+        limit = max(8, widget.size.width - 6)
         if series is None or not len(series):
-            caption.update(f"{chart.title}: no data yet" if self.run else chart.title)
+            caption.update(f"{chart.title}: no data yet" if self.run else chart.title, layout=False)
             plt.xticks([])
             widget.refresh()
             return
@@ -191,7 +202,7 @@ class PlotsPane(PaneMixin, Container):
         if chart.smooth:
             smooth = _last(getattr(series, chart.smooth))
             text += f"  ema {fmt.number(smooth, chart.digits)}"
-        caption.update(text)
+        caption.update(text, layout=False)
         xs, ys = thin(series.steps, raw, limit)
         if chart.scale != 1.0:
             ys = [y * chart.scale for y in ys]

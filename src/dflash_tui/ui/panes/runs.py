@@ -1,8 +1,11 @@
 """The runs table: one row per run, coloured by state; the row cursor selects the run
 the log, plots and detail screen show.
 
-Cells are rewritten only where their text changed, so a table of many runs
-that log every second costs a few `update_cell` calls, not a rebuild.
+A light table rather than a DataTable: each row is one line of text rendered
+to a Strip once, and rendered again only when its text changed; moving the
+cursor or scrolling repaints from those strips. With many runs updating every
+refresh this is a few row renders, not a re-render of every cell (the
+DataTable's cost, measured with bench/ui_idle.py).
 """
 
 from __future__ import annotations
@@ -12,8 +15,13 @@ from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
 from textual.message import Message
-from textual.widgets import DataTable
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import RunView
@@ -75,12 +83,23 @@ def state_label(view: RunView, wide: bool) -> tuple[str, str]:
     return view.state.value, view.state.value
 
 
-class RunsTable(PaneMixin, DataTable):
-    """Rows keyed by run name; `update_runs` stores the views and redraws when seen."""
+class RunsTable(PaneMixin, ScrollView, can_focus=True):
+    """Rows keyed by run name; `update_runs` stores the views and redraws changed rows."""
 
     pane_name = "runs"
-    BINDINGS = [binding_for("runs.open")]
+    BINDINGS = [
+        binding_for("runs.open"),
+        Binding("up", "cursor_up", show=False),
+        Binding("down", "cursor_down", show=False),
+        Binding("home", "cursor_first", show=False),
+        Binding("end", "cursor_last", show=False),
+        Binding("pageup", "page_up", show=False),
+        Binding("pagedown", "page_down", show=False),
+    ]
     COMPONENT_CLASSES = {
+        "runs--header",
+        "runs--cursor",
+        "runs--cursor-blurred",
         "runs--alive",
         "runs--stalled",
         "runs--dead",
@@ -89,6 +108,7 @@ class RunsTable(PaneMixin, DataTable):
         "runs--bad",
         "runs--dim",
     }
+    cursor_row: reactive[int] = reactive(0, repaint=False)
 
     class RunHighlighted(Message):
         """The row cursor moved to `run`."""
@@ -98,19 +118,23 @@ class RunsTable(PaneMixin, DataTable):
             self.run = run
 
     def __init__(self, *, wide: bool, id: str | None = None) -> None:
-        super().__init__(
-            id=id, cursor_type="row", zebra_stripes=False, cell_padding=0, show_cursor=True
-        )
+        super().__init__(id=id)
         self.wide = wide
         self.columns_spec = WIDE_COLUMNS if wide else COMPACT_COLUMNS
+        self.table_width = sum(c.width + 1 for c in self.columns_spec)
         self._views: tuple[RunView, ...] = ()
         self._now = 0.0
-        self._cells: dict[str, tuple[Text, ...]] = {}
         self._selected: str | None = None
+        self._styles: dict[str, Style] = {}
+        self._names: list[str] = []
+        self._texts: dict[str, Text] = {}
+        self._cells: dict[str, tuple[Text, ...]] = {}
+        self._strips: dict[str, Strip] = {}
+        self._header: Strip | None = None
+        self._shown: dict[str, tuple[tuple[object, ...], Strip]] = {}  # final line per row
+        self.row_renders = 0  # rows rendered to strips (tests and the bench read it)
 
-    def on_mount(self) -> None:
-        for col in self.columns_spec:
-            self.add_column(self._pad(col, col.label), width=col.width + 1, key=col.key)
+    # ------------------------------------------------------------------ input
 
     @property
     def visible_now(self) -> bool:
@@ -118,10 +142,8 @@ class RunsTable(PaneMixin, DataTable):
         so the console shows its runs at once (only a covered screen defers)."""
         try:
             return bool(self.is_attached and self.screen.is_active)
-        except Exception:
+        except Exception:  # not mounted yet
             return False
-
-    # ------------------------------------------------------------------ input
 
     def update_runs(self, views: Sequence[RunView], now: float, selected: str | None) -> None:
         """Store the runs to show (in order) and the selected one; draw when on screen."""
@@ -135,31 +157,97 @@ class RunsTable(PaneMixin, DataTable):
         self._now = now
         self.redraw()
 
+    @property
+    def row_count(self) -> int:
+        return len(self._names)
+
+    def cell_text(self, row: int, key: str) -> str:
+        """The text of column `key` in row `row` (for tests and people reading the code)."""
+        index = [c.key for c in self.columns_spec].index(key)
+        return self._cells[self._names[row]][index].plain.strip()
+
     # ------------------------------------------------------------------ drawing
 
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(
+                f"runs--{name}", partial=True
+            )
+        return style
+
     def draw(self) -> None:
+        self._styles = {}  # component styles, looked up once per draw
         names = [v.name for v in self._views]
-        if names != [str(k.value) for k in self.rows]:
-            self.clear()
-            self._cells.clear()
-            for view in self._views:
-                cells = self._row(view)
-                self._cells[view.name] = cells
-                self.add_row(*cells, key=view.name)
+        if names != self._names:
+            self._names = names
+            for gone in set(self._texts) - set(names):
+                self._texts.pop(gone, None)
+                self._strips.pop(gone, None)
+                self._cells.pop(gone, None)
+            self.virtual_size = Size(self.table_width, len(names) + 1)
             if self._selected in names:
-                self.move_cursor(row=names.index(self._selected), animate=False)
-            return
+                self.cursor_row = names.index(self._selected)
+            self.cursor_row = min(self.cursor_row, max(0, len(names) - 1))
+        changed = False
         for view in self._views:
             cells = self._row(view)
-            old = self._cells.get(view.name, ())
+            text = Text(no_wrap=True, end="")
+            for cell in cells:
+                text.append_text(cell)
+            old = self._texts.get(view.name)
+            if old is not None and _same(old, text):
+                continue
+            self._texts[view.name] = text
             self._cells[view.name] = cells
-            for i, (col, cell) in enumerate(zip(self.columns_spec, cells, strict=True)):
-                if i < len(old) and _same(cell, old[i]):
-                    continue
-                self.update_cell(view.name, col.key, cell)
+            self._strips.pop(view.name, None)
+            changed = True
+        if changed or self._header is None:
+            self.refresh()
 
-    def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(f"runs--{name}", partial=True)
+    def _strip(self, name: str) -> Strip:
+        strip = self._strips.get(name)
+        if strip is None:
+            self.row_renders += 1
+            strip = Strip(self._texts[name].render(self.app.console))
+            self._strips[name] = strip
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if y == 0:
+            if self._header is None:
+                header = Text(no_wrap=True, end="")
+                style = self.get_component_rich_style("runs--header", partial=True)
+                for col in self.columns_spec:
+                    header.append_text(self._pad(col, col.label, style))
+                self._header = Strip(header.render(self.app.console))
+            return self._header.crop_extend(scroll_x, scroll_x + width, base).apply_style(base)
+        index = scroll_y + y - 1
+        if index >= len(self._names) or self._names[index] not in self._texts:
+            return Strip.blank(width, base)
+        name = self._names[index]
+        cursor = index == self.cursor_row
+        key = (name, cursor and self.has_focus, cursor, scroll_x, width)
+        shown = self._shown.get(name)
+        if shown is not None and shown[0] == key and name in self._strips:
+            return shown[1]
+        strip = self._strip(name)
+        if cursor:
+            style = "runs--cursor" if self.has_focus else "runs--cursor-blurred"
+            strip = strip.extend_cell_length(self.table_width)
+            strip = strip.apply_style(self.get_component_rich_style(style, partial=True))
+        strip = strip.crop_extend(scroll_x, scroll_x + width, base).apply_style(base)
+        self._shown[name] = (key, strip)
+        return strip
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._header = None
+        self._strips.clear()
+        self._shown.clear()
 
     def _pad(self, col: Column, text: str, style: Style | str = "") -> Text:
         text = fmt.clip(text, col.width)
@@ -221,27 +309,57 @@ class RunsTable(PaneMixin, DataTable):
                 cells.append(self._pad(col, text, self._style("stalled") if stale else ""))
         return tuple(cells)
 
-    # ------------------------------------------------------------------ selection
+    # ------------------------------------------------------------------ the cursor
 
     @property
     def selected_run(self) -> str | None:
-        if not self.row_count:
+        if not self._names:
             return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:
-            return None
-        return None if key.value is None else str(key.value)
+        return self._names[min(self.cursor_row, len(self._names) - 1)]
 
     def select(self, run: str) -> None:
-        names = [str(k.value) for k in self.rows]
-        if run in names:
-            self.move_cursor(row=names.index(run), animate=False)
+        if run in self._names:
+            self.cursor_row = self._names.index(run)
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        event.stop()
-        if event.row_key.value is not None:
-            self.post_message(self.RunHighlighted(str(event.row_key.value)))
+    def watch_cursor_row(self, old: int, new: int) -> None:
+        self.refresh()
+        body = max(1, self.scrollable_content_region.height - 1)
+        if new < self.scroll_offset.y:
+            self.scroll_to(y=new, animate=False)
+        elif new >= self.scroll_offset.y + body:
+            self.scroll_to(y=new - body + 1, animate=False)
+        run = self.selected_run
+        if run is not None and old != new:
+            self.post_message(self.RunHighlighted(run))
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()  # enter is bound to app.open_detail above; a click selects only
+    def _move_to(self, row: int) -> None:
+        if self._names:
+            self.cursor_row = max(0, min(len(self._names) - 1, row))
+
+    def action_cursor_down(self) -> None:
+        self._move_to(self.cursor_row + 1)
+
+    def action_cursor_up(self) -> None:
+        self._move_to(self.cursor_row - 1)
+
+    def action_cursor_first(self) -> None:
+        self._move_to(0)
+
+    def action_cursor_last(self) -> None:
+        self._move_to(len(self._names) - 1)
+
+    def action_page_down(self) -> None:
+        self._move_to(self.cursor_row + max(1, self.scrollable_content_region.height - 1))
+
+    def action_page_up(self) -> None:
+        self._move_to(self.cursor_row - max(1, self.scrollable_content_region.height - 1))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y >= 1:
+            self._move_to(self.scroll_offset.y + event.y - 1)
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
