@@ -320,7 +320,7 @@ def main() -> int:
     )
     print(
         f"  of which the core (session without UI, own process): CPU {core_m['cpu_pct']:5.2f}%, "
-        f"RSS {core_m['rss'][-1][1]:.1f} MiB"
+        f"RSS {core_m['rss'][0][1]:.1f} -> {core_m['rss'][-1][1]:.1f} MiB in {core_m['wall_s']:.0f} s"
     )
     print(
         f"ssh tail -F x{len(ssh_pids)} (tmux windows): CPU {ssh_m['cpu_pct']:5.2f}% "

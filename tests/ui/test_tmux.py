@@ -89,7 +89,7 @@ def test_console_in_tmux_on_the_demo(
             and row_with(t, "ablate-ctx", "dead")
         ),
     )
-    assert row_with(screen, "dflash-tui", "hosts.toml", "hosts up")  # the header, full width
+    assert row_with(screen, "dflash-tui", "hosts.toml", "hosts 3/3 up")  # the header, full width
 
     tmux("send-keys", "-t", "console", "?")
     help_text = tmux.wait_for("the help screen", lambda t: "Keys (esc closes)" in t)

@@ -105,10 +105,11 @@ class DflashApp(App[int]):
 
     @property
     def config_name(self) -> str:
+        """The config as a person names it: relative to here, else its folder and name."""
         path = Path(self.config.path)
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, OSError):
             return str(path.resolve().relative_to(Path.cwd().resolve()))
-        return str(path)
+        return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
     def get_default_screen(self) -> Screen:
         return MainScreen(wide=wants_wide(self.size.width, self.size.height))

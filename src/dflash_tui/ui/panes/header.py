@@ -27,6 +27,12 @@ class HeaderBar(Static):
         "header--unknown",
     }
 
+    _args: tuple | None = None
+
+    def on_resize(self) -> None:
+        if self._args is not None:
+            self.update_header(*self._args)  # the title shows only where there is room
+
     def update_header(
         self,
         config_name: str,
@@ -34,11 +40,14 @@ class HeaderBar(Static):
         runs: Sequence[RunView],
         hosts: Sequence[HostView],
     ) -> None:
+        self._args = (config_name, refreshed_at, runs, hosts)
+
         def style(name: str) -> Style:
             return self.get_component_rich_style(f"header--{name}", partial=True)
 
         out = Text(no_wrap=True, overflow="ellipsis")
-        out.append(" dflash-tui ", style("title"))
+        if self.size.width >= 100:
+            out.append(" dflash-tui ", style("title"))
         out.append(f" {config_name}  {fmt.clock(refreshed_at)}  ")
         counts = Counter(r.state.value for r in runs)
         for state in ORDER:
@@ -47,7 +56,7 @@ class HeaderBar(Static):
                 out.append(" ")
         up = sum(1 for h in hosts if h.reachable)
         down = sum(1 for h in hosts if h.reachable is False)
-        out.append(f" {up}/{len(hosts)} hosts up")
+        out.append(f" hosts {up}/{len(hosts)} up")
         if down:
             out.append(f" {down} down", style("dead"))
         if out.plain != self._shown[0] or out.spans != self._shown[1]:
