@@ -295,6 +295,13 @@ class DemoCluster:
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self.stop())
+            # Sessions still open (a console that just quit) end here, on their own loop,
+            # so their shell processes are reaped before the loop closes.
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
         thread = threading.Thread(target=serve, name="dflash-demo", daemon=True)
