@@ -336,8 +336,7 @@ class DflashApp(App[int]):
     def fill_log_status(self) -> None:
         status = self._log_status()
         for pane in self._log_panes():
-            if pane._status != status:
-                pane.append((), status=status)
+            pane.set_status(status)
 
     def fill_plots(self) -> None:
         run = self.selected_run

@@ -100,6 +100,13 @@ class LogPane(PaneMixin, Vertical):
         if texts or status is not None:
             self.draw_or_defer()
 
+    def set_status(self, status: str) -> None:
+        """The tail's state when it is not simply following (reconnecting, missing)."""
+        if status != self._status:
+            self._status = status
+            if self.is_mounted:
+                self._draw_title()
+
     def set_follow(self, follow: bool) -> None:
         self.follow = follow
         log = self.log_widget
