@@ -34,16 +34,49 @@ async def test_nonzero_exit_raises_command_failed_with_stderr(sshd: SshdHost, wr
         assert unchecked.exit_status == 1
 
 
+# Each command counts the commands running on the host at that moment: a marker
+# directory per shell ($$), listed while it sleeps. Prints its index, then the count.
+_COUNT_RUNNING = (
+    'mkdir -p "$1"; mkdir "$1/$$"; n=$(ls "$1" | wc -l); sleep 0.3; rmdir "$1/$$"; echo "$2 $n"'
+)
+
+
+async def _run_thirty_counted(pool: HostPool, folder: Path) -> int:
+    """Run 30 commands at once on host `a`; the most that ran there at the same time."""
+    results = await asyncio.gather(
+        *(pool.run("a", ["sh", "-c", _COUNT_RUNNING, "sh", str(folder), str(i)]) for i in range(30))
+    )
+    pairs = [r.stdout.split() for r in results]
+    assert [p[0] for p in pairs] == [str(i) for i in range(30)]
+    return max(int(p[1]) for p in pairs)
+
+
 async def test_thirty_concurrent_commands_respect_max_sessions(
-    sshd: SshdHost, write_config
+    sshd_factory, write_config, tmp_path: Path
 ) -> None:
-    # One connection only: the pool must queue rather than exceed MaxSessions=10.
+    # sshd would take 40 sessions, so it refuses nothing and cannot mask an overshoot
+    # (against MaxSessions=10 the pool's retry of a refused session would hide one):
+    # hosts.a.max_sessions = 10 alone must keep the host at 10 commands at once.
+    roomy = sshd_factory("roomy", max_sessions=40)
+    config = load_config(write_config({"a": roomy}))
+    assert config.host("a").max_sessions == 10
+    async with HostPool(config, max_connections_per_host=1) as pool:
+        peak = await _run_thirty_counted(pool, tmp_path / "running")
+        assert 2 <= peak <= 10
+        assert pool.refused_sessions("a") == 0
+        assert pool.connection_count("a") == 1
+
+
+async def test_thirty_concurrent_commands_queue_under_sshds_own_limit(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    # At exactly sshd's MaxSessions=10 all 30 still finish on one connection. sshd may
+    # refuse a few opens (it frees a closed session a moment after we see it closed);
+    # the pool retries those, so they never become failures.
     config = load_config(write_config({"a": sshd}))
     async with HostPool(config, max_connections_per_host=1) as pool:
-        results = await asyncio.gather(
-            *(pool.run("a", ["sh", "-c", f"sleep 0.2; echo {i}"]) for i in range(30))
-        )
-        assert [r.stdout.strip() for r in results] == [str(i) for i in range(30)]
+        peak = await _run_thirty_counted(pool, tmp_path / "running")
+        assert peak <= 10
         assert pool.connection_count("a") == 1
 
 

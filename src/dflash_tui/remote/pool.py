@@ -90,6 +90,7 @@ class _HostState:
         self.next_attempt = 0.0
         self.pending_kills: set[int] = set()
         self.last_error: RemoteError | None = None
+        self.refused_sessions = 0
 
 
 class HostPool:
@@ -127,6 +128,10 @@ class HostPool:
     def last_error(self, host: str) -> RemoteError | None:
         """The error of the latest failed connection attempt, cleared on success."""
         return self._state(host).last_error
+
+    def refused_sessions(self, host: str) -> int:
+        """Session opens `host` refused so far (retried, so only a count shows an overshoot)."""
+        return self._state(host).refused_sessions
 
     def connection_count(self, host: str) -> int:
         """Open connections to `host` (normally 0 or 1)."""
@@ -286,6 +291,7 @@ class HostPool:
                     # The server refused a session (MaxSessions counts channels that are
                     # still closing): wait a little and ask again, keeping the connection.
                     refusals += 1
+                    self._state(name).refused_sessions += 1
                     await asyncio.sleep(0.05 * refusals)
                     continue
                 except (OSError, asyncssh.Error) as exc:
