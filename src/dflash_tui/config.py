@@ -97,6 +97,7 @@ class HostConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     scheduler: str = "ssh"
     slurm: SlurmConfig | None = None
+    device: str | None = None  # "cuda" or "cpu" for eval jobs; None: cuda (see docs/evals.md)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class SuiteConfig:
     cache: str
     imports: tuple[str, ...] = ()
     max_anchors: int | None = None
+    device: str | None = None  # overrides the host's `device` for this suite
 
 
 @dataclass(frozen=True)
@@ -405,6 +407,7 @@ _HOST_KEYS = (
     "env",
     "scheduler",
     "slurm",
+    "device",
 )
 _SLURM_KEYS = ("partition", "gres", "time", "account", "extra_args")
 _RUN_KEYS = (
@@ -420,7 +423,7 @@ _RUN_KEYS = (
     "max_parallel",
 )
 _CHECKPOINT_KEYS = ("name", "host", "path", "baseline", "step", "run")
-_SUITE_KEYS = ("name", "host", "cache", "import", "max_anchors")
+_SUITE_KEYS = ("name", "host", "cache", "import", "max_anchors", "device")
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -469,6 +472,11 @@ def _env(ch: _Checker, raw: Any, where: str) -> dict[str, str]:
     return env
 
 
+def _device(value: str) -> str | None:
+    """Eval jobs run where the config says, never on a silent CPU fallback."""
+    return None if value in ("cuda", "cpu") else 'expected "cuda" or "cpu"'
+
+
 def _host(ch: _Checker, name: str, raw: Any, base: Path) -> HostConfig:
     where = f"hosts.{name}"
     table = ch.table(raw, where)
@@ -511,6 +519,7 @@ def _host(ch: _Checker, name: str, raw: Any, base: Path) -> HostConfig:
         env=_env(ch, table["env"], f"{where}.env") if "env" in table else {},
         scheduler=scheduler,
         slurm=slurm,
+        device=_get(ch, table, "device", where, "str", None, _device),
     )
 
 
@@ -560,6 +569,7 @@ def _suite(ch: _Checker, where: str, t: Mapping[str, Any]) -> SuiteConfig:
         cache=_get(ch, t, "cache", where, "str", check=_non_empty),
         imports=_get(ch, t, "import", where, "strings", ()),
         max_anchors=_get(ch, t, "max_anchors", where, "int", None, _positive),
+        device=_get(ch, t, "device", where, "str", None, _device),
     )
 
 
