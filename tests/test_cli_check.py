@@ -123,3 +123,29 @@ def test_help_lists_only_working_commands() -> None:
     for name in COMMAND_MODULES:
         assert name in out.stdout
     assert cli("frobnicate").returncode == 2
+
+
+def test_check_with_an_unusable_identity_reports_that_host_and_checks_the_rest(
+    sshd, write_config, tmp_path: Path
+) -> None:
+    # One host's key file is not a key, one's is missing: both rows say which
+    # hosts.NAME.identity to fix, the good host is still checked, and no traceback.
+    garbage = tmp_path / "not-a-key"
+    garbage.write_text("-----BEGIN NONSENSE-----\n")
+    missing = tmp_path / "no-such-key"
+    path = write_config(
+        {
+            "good": sshd,
+            "badkey": (sshd, {"identity": str(garbage)}),
+            "nokey": (sshd, {"identity": str(missing)}),
+        }
+    )
+    out = cli("check", "--config", str(path), "--json")
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    hosts = {h["host"]: h for h in json.loads(out.stdout)["hosts"]}
+    assert hosts["good"]["reachable"]
+    assert not hosts["badkey"]["reachable"] and not hosts["nokey"]["reachable"]
+    assert f"hosts.badkey.identity: cannot use key file {garbage}" in hosts["badkey"]["error"]
+    assert f"hosts.nokey.identity: key file {missing} not found" in hosts["nokey"]["error"]
+    assert hosts["badkey"]["error_kind"] == "AuthFailed"

@@ -9,7 +9,13 @@ import asyncssh
 import pytest
 
 from dflash_tui.config import load_config
-from dflash_tui.remote import CommandFailed, HostKeyRejected, HostPool, HostUnreachable
+from dflash_tui.remote import (
+    AuthFailed,
+    CommandFailed,
+    HostKeyRejected,
+    HostPool,
+    HostUnreachable,
+)
 from tests.testbed import SshdHost, free_port
 
 
@@ -256,3 +262,39 @@ async def test_run_always_ends_stdin(sshd: SshdHost, write_config) -> None:
             enc = None if isinstance(given, bytes) else "utf-8"
             result = await pool.run("a", ["cat"], input=given, encoding=enc, timeout=10)
             assert result.stdout == (given or ("" if enc else b""))
+
+
+def _unusable_key(kind: str, folder: Path, client_key) -> Path:
+    """A key file `identity` cannot use: not a key, passphrase-protected, missing, the .pub."""
+    path = folder / f"id_{kind}"
+    if kind == "garbage":
+        path.write_text("this is not a private key\n")
+    elif kind == "encrypted":
+        key = asyncssh.generate_private_key("ssh-ed25519")
+        key.write_private_key(path, "pkcs8-pem", passphrase="secret")
+    elif kind == "public":
+        return client_key.public
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("garbage", "cannot use key file"),
+        ("encrypted", "ssh-add"),
+        ("missing", "not found"),
+        ("public", "cannot use key file"),
+    ],
+)
+async def test_an_unusable_identity_is_an_auth_error_naming_the_key(
+    sshd: SshdHost, write_config, client_key, tmp_path: Path, kind: str, said: str
+) -> None:
+    identity = _unusable_key(kind, tmp_path, client_key)
+    path = write_config({"a": (sshd, {"identity": str(identity)})})
+    async with HostPool(load_config(path)) as pool:
+        with pytest.raises(AuthFailed) as info:
+            await pool.run("a", ["true"])
+    message = str(info.value)
+    assert "hosts.a.identity" in message and str(identity) in message
+    assert said in message
+    assert "cannot connect" not in message

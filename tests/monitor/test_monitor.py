@@ -126,3 +126,19 @@ async def test_frozen_clock_log_age_from_the_hosts_mtime_and_a_calibrated_tau(
     assert quiet.tau.method == "calibrated" and quiet.tau.value == 2.5
     assert quiet.tau.basis.startswith("calibrated on 2 pairs")
     assert other.state == RunState.UNKNOWN and other.tau.value is None and other.tau.missing
+
+
+async def test_a_key_error_marks_the_host_unreachable_not_unreadable_output(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    garbage = tmp_path / "not-a-key"
+    garbage.write_text("not a key\n")
+    extra = _runs_toml([{"name": "r", "host": "a", "log": str(tmp_path / "run.log")}])
+    config = load_config(write_config({"a": (sshd, {"identity": str(garbage)})}, extra=extra))
+    async with HostPool(config) as pool:
+        monitor = Monitor(config, pool, options=MonitorOptions(follow=False))
+        snapshot = await monitor.refresh_once(30)
+    (host,) = snapshot.hosts
+    assert host.reachable is False
+    assert "hosts.a.identity" in (host.error or "")
+    assert "probe output unreadable" not in (host.error or "")

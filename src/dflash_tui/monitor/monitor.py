@@ -616,12 +616,15 @@ class Monitor:
                         f"probe failed (exit {result.exit_status}): {result.stderr.strip()[:300]}"
                     )
                 else:
-                    probe = parse_probe(result.stdout, len(targets))
-                    host.error = None
+                    # Only the parse may raise ValueError here: the host answered, but
+                    # with output we cannot read (anything else is not "unreadable").
+                    try:
+                        probe = parse_probe(result.stdout, len(targets))
+                        host.error = None
+                    except ValueError as exc:
+                        host.error = f"probe output unreadable: {exc}"
             except RemoteError as exc:
                 host.reachable, host.error, host.latency_ms = False, exc.message, None
-            except ValueError as exc:
-                host.reachable, host.error = True, f"probe output unreadable: {exc}"
             host.probe = probe
             host.probed_at = now
             for i, run in enumerate(runs):

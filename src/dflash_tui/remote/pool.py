@@ -161,9 +161,16 @@ class HostPool:
         if host.port:
             options["port"] = host.port
         if host.identity:
-            options["client_keys"] = [str(host.identity)]
+            options["client_keys"] = _load_identity(name, host.identity)
         try:
             return await asyncssh.connect(host.address, **options)
+        except asyncssh.KeyImportError as exc:
+            # Only keys found through ~/.ssh/config get here; `identity` is loaded above.
+            raise AuthFailed(
+                name,
+                f"a key named in ~/.ssh/config for {host.address} cannot be used: {exc}; "
+                f"fix its IdentityFile or set hosts.{name}.identity",
+            ) from None
         except asyncssh.HostKeyNotVerifiable as exc:
             raise await self._host_key_error(name, tunnel, exc) from None
         except asyncssh.PermissionDenied:
@@ -548,6 +555,36 @@ async def _drain(reader: Any) -> str:
         data = await asyncio.wait_for(reader.read(), 2.0)
         return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     return ""
+
+
+def _load_identity(name: str, path: Path) -> list[asyncssh.SSHKeyPair]:
+    """The key pair(s) of hosts.NAME.identity, or AuthFailed saying what to fix.
+
+    Loaded here rather than by asyncssh.connect so that a bad key file is named
+    as such, not reported as a connection failure or raised as a traceback.
+    """
+    key = f"hosts.{name}.identity"
+    try:
+        return asyncssh.load_keypairs([str(path)])
+    except FileNotFoundError:
+        raise AuthFailed(
+            name,
+            f"{key}: key file {path} not found; fix the path, "
+            f"or remove {key} to use ssh-agent and ~/.ssh/config",
+        ) from None
+    except OSError as exc:
+        raise AuthFailed(
+            name, f"{key}: cannot read key file {path}: {exc.strerror or exc}; fix the path"
+        ) from None
+    except asyncssh.KeyImportError as exc:
+        if "assphrase" in str(exc):
+            hint = (
+                f"it is passphrase-protected: load it into ssh-agent (`ssh-add {path}`) "
+                f"and remove {key}, or point {key} at a key without a passphrase"
+            )
+        else:
+            hint = f"point {key} at a private key (OpenSSH, PEM or PKCS#8), not a .pub file"
+        raise AuthFailed(name, f"{key}: cannot use key file {path}: {exc}; {hint}") from None
 
 
 def _reason(exc: BaseException, host: HostConfig, timeout_s: float) -> str:
