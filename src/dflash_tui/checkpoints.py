@@ -91,8 +91,10 @@ class CheckpointSummary:
     problems: tuple[str, ...] = ()
 
     def setting(self, name: str) -> Any:
-        """A config value from the top level or from `dflash_config`."""
-        return config_value(self.config, name)
+        """A config value from the top level or `dflash_config`, else (a multimodal target)
+        from `text_config` / `language_config`."""
+        value = config_value(self.config, name)
+        return value if value is not None else target_value(self.config, name)[0]
 
     @property
     def parameters(self) -> int:
@@ -154,6 +156,23 @@ def config_value(config: Mapping[str, Any], name: str) -> Any:
     return None
 
 
+# Multimodal targets (Qwen3.5/3.6 `*ForConditionalGeneration`) keep the language model's
+# sizes in a nested table; the drafter sits on that language model.
+TEXT_CONFIG_KEYS = ("text_config", "language_config")
+
+
+def target_value(config: Mapping[str, Any], name: str) -> tuple[Any, str | None]:
+    """A target model's config value and where it was found: the top level first, then
+    `text_config` / `language_config`; (None, None) when none of them has it."""
+    if config.get(name) is not None:
+        return config[name], name
+    for key in TEXT_CONFIG_KEYS:
+        inner = config.get(key)
+        if isinstance(inner, Mapping) and inner.get(name) is not None:
+            return inner[name], f"{key}.{name}"
+    return None, None
+
+
 # --------------------------------------------------------------------------- parsing
 
 
@@ -191,7 +210,7 @@ def _kind(config: Mapping[str, Any], tensors: Sequence[TensorInfo]) -> str:
         return "drafter"
     if (
         any(t.name.endswith("embed_tokens.weight") for t in tensors)
-        or "num_hidden_layers" in config
+        or target_value(config, "num_hidden_layers")[0] is not None
     ):
         return "target"
     return "unknown"
@@ -335,10 +354,12 @@ set -u
 p=$1; want_sha=$2; max_header=$3; max_small=$4
 if [ -d "$p" ]; then dir=$p; only=; elif [ -f "$p" ]; then dir=$(dirname -- "$p"); only=$(basename -- "$p"); else echo "E no such file or directory: $p"; exit 3; fi
 [ -r "$dir" ] || { echo "E permission denied: $dir"; exit 3; }
+# a file's size from its inode (stat); wc only where stat fails (wc may read it all)
+size() { stat -L -c %s -- "$1" 2>/dev/null || wc -c < "$1"; }
 small() {
     f=$dir/$2
     [ -f "$f" ] || return 0
-    s=$(wc -c < "$f")
+    s=$(size "$f")
     n=$s; [ "$n" -gt "$max_small" ] && n=$max_small
     printf 'F %s %s %s %s\n' "$1" "$2" "$s" "$n"
     head -c "$n" "$f"
@@ -353,7 +374,7 @@ printf '%s\n' "$names" | while IFS= read -r name; do
     [ -n "$name" ] || continue
     f=$dir/$name
     [ -f "$f" ] || { printf 'M %s\n' "$name"; continue; }
-    s=$(wc -c < "$f")
+    s=$(size "$f")
     set -- $(od -An -tu1 -N8 -- "$f")
     if [ $# -lt 8 ]; then printf 'F header %s %s 0\n' "$name" "$s"; continue; fi
     n=$(( $1 + ($2 << 8) + ($3 << 16) + ($4 << 24) + ($5 << 32) + ($6 << 40) + ($7 << 48) + ($8 << 56) ))
@@ -459,6 +480,8 @@ class Comparison:
     same_shapes: bool | None = None
     same_bytes: bool | None = None
     differences: tuple[str, ...] = field(default_factory=tuple)
+    # Checks that could not be made (a value missing from a config): said, never skipped silently.
+    unchecked: tuple[str, ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -502,21 +525,55 @@ def compare(a: CheckpointSummary, b: CheckpointSummary) -> Comparison:
 
 
 def _drafter_vs_target(drafter: CheckpointSummary, target: CheckpointSummary) -> Comparison:
-    problems = []
-    hd, ht = drafter.setting("hidden_size"), target.setting("hidden_size")
-    if hd != ht:
-        problems.append(f"hidden_size: drafter {hd}, target {ht}")
-    depth = target.setting("num_hidden_layers")
-    ids = drafter.setting("target_layer_ids") or []
-    if isinstance(depth, int):
+    problems: list[str] = []
+    unchecked: list[str] = []
+    where = f"{target.location}/config.json"
+    looked = "top level, " + ", ".join(TEXT_CONFIG_KEYS)
+
+    def missing_in_target(name: str, check: str) -> None:
+        unchecked.append(f"{check}: not checked, {where} has no {name} (looked at the {looked})")
+
+    def missing_in_drafter(name: str, check: str) -> None:
+        unchecked.append(f"{check}: not checked, the drafter's config.json has no {name}")
+
+    hd = drafter.setting("hidden_size")
+    ht, ht_key = target_value(target.config, "hidden_size")
+    if hd is None:
+        missing_in_drafter("hidden_size", "hidden size")
+    elif ht is None:
+        missing_in_target("hidden_size", "hidden size")
+    elif hd != ht:
+        problems.append(f"hidden_size: drafter {hd}, target {ht} ({ht_key})")
+
+    depth, depth_key = target_value(target.config, "num_hidden_layers")
+    ids = drafter.setting("target_layer_ids")
+    if ids is None:
+        missing_in_drafter("target_layer_ids", "target layers")
+    elif not isinstance(depth, int):
+        missing_in_target("num_hidden_layers", "target layers")
+    else:
         outside = [i for i in ids if not 0 <= int(i) < depth]
         if outside:
-            problems.append(f"target_layer_ids {outside} outside the target's {depth} layers")
-    vocab = target.setting("vocab_size")
+            problems.append(
+                f"target_layer_ids {outside} outside the target's {depth} layers ({depth_key})"
+            )
+
+    vocab, vocab_key = target_value(target.config, "vocab_size")
     mask = drafter.setting("mask_token_id")
-    if isinstance(vocab, int) and isinstance(mask, int) and not 0 <= mask < vocab:
-        problems.append(f"mask_token_id {mask} outside the target's vocab_size {vocab}")
-    return Comparison("drafter-vs-target", not problems, differences=tuple(problems))
+    if not isinstance(mask, int):
+        missing_in_drafter("mask_token_id", "mask token")
+    elif not isinstance(vocab, int):
+        missing_in_target("vocab_size", "mask token")
+    elif not 0 <= mask < vocab:
+        problems.append(
+            f"mask_token_id {mask} outside the target's vocab_size {vocab} ({vocab_key})"
+        )
+    return Comparison(
+        "drafter-vs-target",
+        not problems,
+        differences=tuple(problems),
+        unchecked=tuple(unchecked),
+    )
 
 
 # --------------------------------------------------------------------------- locate
@@ -537,7 +594,7 @@ for root in "$@"; do
             for f in *.safetensors; do
                 [ -f "$f" ] || continue
                 if [ "$full" = 1 ]; then printf '%s %s\n' "$f" "$(sha256sum < "$f")"
-                else printf '%s %s\n' "$f" "$(wc -c < "$f")"; fi
+                else printf '%s %s\n' "$f" "$(stat -L -c %s -- "$f" 2>/dev/null || wc -c < "$f")"; fi
             done
         } | sha256sum | cut -c1-16)
         printf '%s\t%s\t%s\t%s\n' "$size" "$mtime" "$fp" "$d"

@@ -76,9 +76,30 @@ def big_drafter(folder: Path) -> int:
     return write_safetensors(folder / "model.safetensors", tensors)
 
 
+def rchar(io_text: str) -> int:
+    """Bytes a process (and the children it reaped) read, from /proc/PID/io."""
+    return int(next(line for line in io_text.splitlines() if line.startswith("rchar:")).split()[1])
+
+
+# An exec_prefix for the sshd host: runs the command, then saves its own /proc/$$/io,
+# which counts everything its children (the inspect script and its tools) read.
+IO_WRAPPER = """#!/bin/sh
+out=$1
+shift
+"$@"
+rc=$?
+cat "/proc/$$/io" > "$out"
+exit $rc
+"""
+
+
 def test_local_summary_of_a_multi_gb_sparse_checkpoint(tmp_path: Path) -> None:
     header_bytes = big_drafter(tmp_path / "ckpt")
+    before = rchar(Path("/proc/self/io").read_text())
     summary = inspect_local(str(tmp_path / "ckpt"))
+    read = rchar(Path("/proc/self/io").read_text()) - before
+    # Measured by the kernel, not by the code under test: no weight bytes were read.
+    assert read < header_bytes + 64 * 1024, read
     assert summary.kind == "drafter"
     assert summary.weight_bytes > 3_000_000_000
     assert summary.parameters == (summary.weight_bytes - header_bytes) // 2
@@ -93,7 +114,10 @@ async def test_remote_inspect_reads_only_headers_and_is_fast(
     sshd, write_config, tmp_path: Path
 ) -> None:
     header_bytes = big_drafter(tmp_path / "my ckpt; $x")
-    config = load_config(write_config({"a": sshd}))
+    wrapper, io_file = tmp_path / "io-wrapper", tmp_path / "remote.io"
+    wrapper.write_text(IO_WRAPPER)
+    wrapper.chmod(0o755)
+    config = load_config(write_config({"a": (sshd, {"exec_prefix": [str(wrapper), str(io_file)]})}))
     async with HostPool(config) as pool:
         await pool.connect("a")
         started = time.monotonic()
@@ -104,6 +128,10 @@ async def test_remote_inspect_reads_only_headers_and_is_fast(
     assert summary.config_sha256 is not None
     # What crossed the network: the config, the header, and a few framing lines.
     assert summary.bytes_read < header_bytes + len(json.dumps(DRAFTER_CONFIG)) + 200
+    # What was read on the host, as its kernel counts it: the header (read twice, through
+    # head and tail), the config and the tools' own start-up, never the 3.4 GB of weights.
+    read_on_host = rchar(io_file.read_text())
+    assert read_on_host < 2 * header_bytes + 256 * 1024, read_on_host
 
 
 async def test_sharded_checkpoint_sha256_and_comparison(sshd, write_config, tmp_path: Path) -> None:
@@ -154,6 +182,65 @@ def test_drafter_against_target_config(tmp_path: Path) -> None:
     assert result.kind == "drafter-vs-target" and not result.compatible
     assert any("target_layer_ids [61]" in d for d in result.differences)
     assert any("mask_token_id 248070" in d for d in result.differences)
+
+
+def _multimodal_target(folder: Path, text_config: dict[str, int], key: str) -> None:
+    """A Qwen3.6-27B-like target: the language model's sizes under `text_config`."""
+    folder.mkdir()
+    config = {
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "model_type": "qwen3_5",
+        key: {"model_type": "qwen3_5_text", **text_config},
+        "vision_config": {"hidden_size": 1152, "depth": 27},
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    write_safetensors(
+        folder / "model.safetensors",
+        {"model.language_model.embed_tokens.weight": ("BF16", [248320, 5120])},
+    )
+
+
+@pytest.mark.parametrize("key", ["text_config", "language_config"])
+def test_drafter_against_a_multimodal_target_reads_its_text_config(
+    tmp_path: Path, key: str
+) -> None:
+    big_drafter(tmp_path / "d")
+    sizes = {"hidden_size": 5120, "num_hidden_layers": 64, "vocab_size": 248320}
+    _multimodal_target(tmp_path / "t", sizes, key)
+    target = inspect_local(str(tmp_path / "t"))
+    assert target.kind == "target" and target.layers == 64
+    result = compare(inspect_local(str(tmp_path / "d")), target)
+    assert result.kind == "drafter-vs-target"
+    assert result.compatible and result.differences == () and result.unchecked == ()
+
+    # The same checks still catch a real mismatch inside the nested table.
+    _multimodal_target(tmp_path / "t2", {**sizes, "num_hidden_layers": 48}, key)
+    bad = compare(inspect_local(str(tmp_path / "d")), inspect_local(str(tmp_path / "t2")))
+    assert not bad.compatible
+    assert any(f"[61] outside the target's 48 layers ({key}" in d for d in bad.differences)
+
+
+def test_a_value_missing_from_the_target_is_said_not_skipped(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    big_drafter(tmp_path / "d")
+    _multimodal_target(
+        tmp_path / "t", {"hidden_size": 5120, "num_hidden_layers": 64}, "text_config"
+    )
+    result = compare(inspect_local(str(tmp_path / "d")), inspect_local(str(tmp_path / "t")))
+    assert result.compatible and result.differences == ()
+    (line,) = result.unchecked
+    assert "mask token: not checked" in line and "has no vocab_size" in line
+    assert "text_config, language_config" in line
+    out = subprocess.run(
+        [sys.executable, "-m", "dflash_tui", "inspect", str(tmp_path / "d"), "--against",
+         str(tmp_path / "t")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "compatible (1 check(s) could not be made" in out.stdout
+    assert "has no vocab_size" in out.stdout
 
 
 @pytest.mark.parametrize(

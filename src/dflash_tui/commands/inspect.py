@@ -76,7 +76,10 @@ def _print_summary(s: CheckpointSummary) -> None:
 def _print_comparison(c: Comparison) -> None:
     print()
     if c.kind == "drafter-vs-target":
-        print("drafter vs target: " + ("compatible" if c.compatible else "INCOMPATIBLE"))
+        verdict = "compatible" if c.compatible else "INCOMPATIBLE"
+        if c.unchecked:
+            verdict += f" ({len(c.unchecked)} check(s) could not be made, see below)"
+        print("drafter vs target: " + verdict)
     else:
         same_bytes = {True: "yes", False: "no", None: "unknown (use --sha256)"}[c.same_bytes]
         print(
@@ -86,6 +89,8 @@ def _print_comparison(c: Comparison) -> None:
         print(f"  {line}")
     if len(c.differences) > 40:
         print(f"  ... and {len(c.differences) - 40} more")
+    for line in c.unchecked:
+        print(f"  {line}")
 
 
 async def _inspect(args: argparse.Namespace) -> tuple[CheckpointSummary, CheckpointSummary | None]:
