@@ -149,3 +149,14 @@ def test_check_with_an_unusable_identity_reports_that_host_and_checks_the_rest(
     assert f"hosts.badkey.identity: cannot use key file {garbage}" in hosts["badkey"]["error"]
     assert f"hosts.nokey.identity: key file {missing} not found" in hosts["nokey"]["error"]
     assert hosts["badkey"]["error_kind"] == "AuthFailed"
+
+
+def test_check_with_a_malformed_known_hosts_exits_2_naming_file_and_line(
+    sshd, write_config, known_hosts: Path
+) -> None:
+    path = write_config({"a": sshd})
+    known_hosts.write_text(known_hosts.read_text() + "@@@\n")
+    out = cli("check", "--config", str(path))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    assert "console.known_hosts" in out.stderr and f"{known_hosts} line 2" in out.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from dflash_tui.config import load_config
+from dflash_tui.config import ConfigError, load_config
 from dflash_tui.remote import (
     AuthFailed,
     CommandFailed,
@@ -298,3 +298,34 @@ async def test_an_unusable_identity_is_an_auth_error_naming_the_key(
     assert "hosts.a.identity" in message and str(identity) in message
     assert said in message
     assert "cannot connect" not in message
+
+
+async def test_a_malformed_known_hosts_is_bad_config_naming_the_file_and_line(
+    sshd: SshdHost, write_config, known_hosts: Path
+) -> None:
+    config = load_config(write_config({"a": sshd}))
+    good = known_hosts.read_text()
+    known_hosts.write_text(good + "@@@\n")
+    with pytest.raises(ConfigError) as info:
+        HostPool(config)
+    (problem,) = info.value.problems
+    assert problem.key == "console.known_hosts" and problem.line is not None
+    assert f"{known_hosts} line 2" in problem.message and "@@@" in problem.message
+    # Broken after the pool started: that host's connect fails with the same words.
+    known_hosts.write_text(good)
+    async with HostPool(config) as pool:
+        known_hosts.write_text(good + "@@@\n")
+        with pytest.raises(HostKeyRejected, match=r"console.known_hosts: .* line 2"):
+            await pool.run("a", ["true"])
+
+
+async def test_a_known_hosts_path_that_is_a_folder_is_bad_config(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    folder = tmp_path / "known-hosts-folder"
+    folder.mkdir()
+    config = load_config(write_config({"a": sshd}, known_hosts=str(folder)))
+    with pytest.raises(ConfigError) as info:
+        HostPool(config)
+    assert f"{folder} is a directory" in str(info.value)
+    assert "console.known_hosts" in str(info.value)

@@ -13,13 +13,43 @@ def host_pattern(address: str, port: int | None) -> str:
     return address if port in (None, 22) else f"[{address}]:{port}"
 
 
+class KnownHostsError(ValueError):
+    """known_hosts cannot be read or parsed: bad config, never a reason to skip checking."""
+
+    def __init__(self, path: Path, message: str, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        super().__init__(f"{path} line {line}: {message}" if line else f"{path} {message}")
+
+
 def load_known_hosts(path: Path) -> asyncssh.SSHKnownHosts:
-    """Parse known_hosts; a missing file trusts nothing (checking is never turned off)."""
+    """Parse known_hosts; a missing file trusts nothing (checking is never turned off).
+
+    Raises KnownHostsError naming the file (and the first bad line) when it is
+    a folder, unreadable, or holds a line that is not a known_hosts entry.
+    """
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         text = ""
-    return asyncssh.import_known_hosts(text)
+    except IsADirectoryError:
+        raise KnownHostsError(path, "is a directory; point console.known_hosts at a file") from None
+    except OSError as exc:
+        raise KnownHostsError(path, f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        return asyncssh.import_known_hosts(text)
+    except ValueError as exc:
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            try:
+                asyncssh.import_known_hosts(line)
+            except ValueError:
+                raise KnownHostsError(
+                    path,
+                    f"not a known_hosts entry: {line.strip()[:80]!r}; fix or delete that line "
+                    "(each line is `HOST KEYTYPE BASE64KEY`)",
+                    lineno,
+                ) from None
+        raise KnownHostsError(path, f"cannot be parsed: {exc}") from None
 
 
 def has_known_key(path: Path, address: str, port: int | None) -> bool:

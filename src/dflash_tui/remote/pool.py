@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncssh
 
-from dflash_tui.config import Config, HostConfig
+from dflash_tui.config import Config, ConfigError, HostConfig
 from dflash_tui.remote.command import RemoteCommand, in_new_process_group, kill_group_argv
 from dflash_tui.remote.errors import (
     AuthFailed,
@@ -30,7 +30,12 @@ from dflash_tui.remote.errors import (
     HostUnreachable,
     RemoteError,
 )
-from dflash_tui.remote.known_hosts import has_known_key, host_pattern, load_known_hosts
+from dflash_tui.remote.known_hosts import (
+    KnownHostsError,
+    has_known_key,
+    host_pattern,
+    load_known_hosts,
+)
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +119,11 @@ class HostPool:
         self.backoff_cap_s = backoff_cap_s
         self._states: dict[str, _HostState] = {}
         self._closed = False
+        # A broken known_hosts is bad config: say so before anything connects.
+        try:
+            load_known_hosts(self.known_hosts_path)
+        except KnownHostsError as exc:
+            raise ConfigError([config.problem("console.known_hosts", str(exc))]) from None
 
     # ------------------------------------------------------------------ connections
 
@@ -146,8 +156,13 @@ class HostPool:
                 tunnel = await self._shared_connection(host.jump)
             except RemoteError as exc:
                 raise HostUnreachable(name, f"jump host {host.jump} failed: {exc.message}") from exc
+        try:
+            known_hosts = load_known_hosts(self.known_hosts_path)
+        except KnownHostsError as exc:
+            # Broken since the pool started: host keys cannot be checked, so no connection.
+            raise HostKeyRejected(name, f"console.known_hosts: {exc}") from None
         options: dict[str, Any] = {
-            "known_hosts": load_known_hosts(self.known_hosts_path),
+            "known_hosts": known_hosts,
             "connect_timeout": self.connect_timeout_s,
             "login_timeout": self.connect_timeout_s * 3,
             "keepalive_interval": self.keepalive_s,
