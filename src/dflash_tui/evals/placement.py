@@ -2,14 +2,21 @@
 
 A checkpoint on another host is copied with the relay (`dflash_tui.transfer`)
 into `$HOME/.cache/dflash-tui/checkpoints/<name>-<hash of host:path>/` on the
-suite's host, verified end to end. A copy already there with the same
-config.json and the same weight files (names and sizes, from the headers) is
-reused; an interrupted copy is resumed by the relay.
+suite's host, verified end to end. An interrupted copy is resumed by the relay.
+
+A finished copy is reused only while its stamp holds: after each relay a
+`.dflash-source.json` beside the copy records a digest of the source's file
+list (path, size, mtime and ctime of every file) and of the copy's. A checkpoint
+overwritten in place (same names, same sizes) changes its mtime/ctime, so the
+next eval relays again; the relay then compares sha256 on both hosts and copies
+only the files whose bytes differ. The unchanged case costs one `find` per host.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
 import posixpath
 import sqlite3
 from collections.abc import Callable
@@ -17,10 +24,28 @@ from dataclasses import dataclass
 
 from dflash_tui.checkpoints import CheckpointError, CheckpointSummary, inspect_remote
 from dflash_tui.evals.targets import CheckpointRef, safe_name
+from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import Endpoint, RelayOptions, TransferError, TransferEvent, relay
 
 CACHE_DIR = ".cache/dflash-tui/checkpoints"
+STAMP_NAME = ".dflash-source.json"
+
+# Every file under $1 (links followed, as the relay does): size, mtime, ctime, path,
+# sorted, hashed; with $2, the stamp file's one line first. Prints "T <digest>" and
+# "S <stamp>" (or "S" when there is none), or "E ..." when $1 is not a directory.
+_TREE_SCRIPT = r"""export LC_ALL=C
+h() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r; else sha256sum; fi | cut -c1-64; }
+[ -d "$1" ] || { echo "E no such directory: $1"; exit 0; }
+printf 'T %s\n' "$(find -L "$1" -type f -printf '%s %T@ %C@ %P\n' | sort | h)"
+if [ -n "${2:-}" ]; then
+    s=; { read -r s < "$2"; } 2>/dev/null
+    printf 'S %s\n' "$s"
+fi
+"""
+
+_WRITE_STAMP = r"""printf '%s\n' "$2" > "$1.tmp" && mv -f -- "$1.tmp" "$1"
+"""
 
 
 class PlacementError(Exception):
@@ -67,10 +92,32 @@ def check_drafter(summary: CheckpointSummary) -> None:
         )
 
 
-def _same(a: CheckpointSummary, b: CheckpointSummary) -> bool:
-    files_a = sorted((f.name, f.size_bytes) for f in a.files)
-    files_b = sorted((f.name, f.size_bytes) for f in b.files)
-    return a.config_sha256 == b.config_sha256 and files_a == files_b and bool(files_a)
+async def _tree(pool: HostPool, host: str, path: str, stamp: str = "") -> tuple[str | None, str]:
+    """(digest of the file list under `path` or None if absent, the stamp's text or '')."""
+    result = await pool.run(host, shell_script(_TREE_SCRIPT, path, stamp), timeout=120)
+    digest: str | None = None
+    text = ""
+    for line in result.stdout.splitlines():
+        if line.startswith("T "):
+            digest = line[2:].strip()
+        elif line.startswith("S"):
+            text = line[2:]
+    return digest, text
+
+
+def _stamp_holds(text: str, location: str, source: str | None, copy: str | None) -> bool:
+    try:
+        stamp = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return False
+    return (
+        isinstance(stamp, dict)
+        and source is not None
+        and copy is not None
+        and stamp.get("source") == location
+        and stamp.get("source_tree") == source
+        and stamp.get("copy_tree") == copy
+    )
 
 
 async def place_checkpoint(
@@ -98,11 +145,12 @@ async def place_checkpoint(
     folder = cache_folder(await remote_home(pool, host), ref)
     src = Endpoint(ref.host, ref.path)
     target = posixpath.join(folder, src.name)
-    try:
-        existing: CheckpointSummary | None = await inspect_remote(pool, host, target)
-    except CheckpointError:
-        existing = None
-    if existing is not None and _same(source, existing):
+    stamp_path = posixpath.join(folder, STAMP_NAME)
+    # The source's list before the copy: a change during the copy shows next time.
+    (source_tree, _), (copy_tree, stamp) = await asyncio.gather(
+        _tree(pool, ref.host, ref.path), _tree(pool, host, target, stamp_path)
+    )
+    if _stamp_holds(stamp, ref.location, source_tree, copy_tree):
         return Placement(target, relayed=False, reused=True)
     if on_relay_start is not None:
         on_relay_start()
@@ -123,4 +171,10 @@ async def place_checkpoint(
             kind=exc.kind,
             resumable=exc.resumable,
         ) from None
+    copy_tree, _ = await _tree(pool, host, target)
+    stamp_text = json.dumps(
+        {"source": ref.location, "source_tree": source_tree, "copy_tree": copy_tree},
+        sort_keys=True,
+    )
+    await pool.run(host, shell_script(_WRITE_STAMP, stamp_path, stamp_text), timeout=30)
     return Placement(target, relayed=True, reused=False, bytes_sent=result.bytes_sent)
