@@ -105,3 +105,41 @@ def test_console_in_tmux_on_the_demo(
         time.sleep(0.2)
     assert rc_file.exists(), f"the console did not exit; the pane shows:\n{tmux.screen()}"
     assert rc_file.read_text().strip() == "0"
+
+
+def test_a_full_log_pane_keeps_showing_new_lines(tmux: Tmux, demo_cluster, tmp_path: Path) -> None:
+    """Once the pane holds its 1000 lines, every new line drops the oldest: the screen must
+    still move (Textual's Log repaints only the new rows, which froze the view there)."""
+    import threading
+
+    log = demo_cluster.container_root / "workspace" / "long_run.log"
+    log.write_text("".join(f"warm-up {i} loss 1.0\n" for i in range(1500)))
+    hosts = demo_cluster.config_path.read_text().split("[[runs]]", 1)[0]
+    hosts = hosts.replace('state_dir = "state"', 'state_dir = "state-long-log"')
+    config = demo_cluster.config_path.with_name("long-log.toml")
+    config.write_text(
+        hosts + '[[runs]]\nname = "long"\nhost = "trainbox"\nlog = "workspace/long_run.log"\n'
+    )
+    stop = threading.Event()
+    written = [0]
+
+    def writer() -> None:
+        with log.open("a") as f:
+            while not stop.wait(0.1):
+                written[0] += 1
+                f.write(f"tick {written[0]:05d} loss 0.5\n")
+                f.flush()
+
+    console = f"env -u COLUMNS -u LINES TERM=tmux-256color {sys.executable} -m dflash_tui --config {config}"
+    tmux("new-session", "-d", "-s", "console", "-x", str(WIDTH), "-y", str(HEIGHT), console)
+    thread = threading.Thread(target=writer, daemon=True)
+    try:
+        tmux.wait_for("the full log", lambda t: "warm-up 1499" in t)
+        thread.start()
+        for _ in range(3):
+            time.sleep(2)
+            want = f"tick {written[0]:05d}"
+            tmux.wait_for(f"the new line {want!r}", lambda t, w=want: w in t, timeout_s=10)
+    finally:
+        stop.set()
+        tmux("send-keys", "-t", "console", "q")

@@ -134,7 +134,13 @@ class LogPane(PaneMixin, Vertical):
         elif self._pending:
             kept = self._keep(self._pending)
             if kept:
+                full = log.line_count + len(kept) > MAX_LINES
                 log.write_lines(kept)
+                if full:
+                    # Textual's Log drops the oldest lines but repaints only the rows
+                    # of the new ones (past the end once it is full), so at max_lines
+                    # the view would freeze on screen while the lines move under it.
+                    log.refresh()
             self.shown_lines += len(kept)
         self._pending, self._replace = [], False
         self._draw_title()
