@@ -335,9 +335,10 @@ class History:
                     return (s_last - s_first) / (t_last - t_first)
         return None
 
-    def eta_s(self, total: int | None) -> float | None:
-        """Seconds until `total` steps at the current speed."""
-        rate = self.steps_per_s()
+    def eta_s(self, total: int | None, rate: float | None = None) -> float | None:
+        """Seconds until `total` steps at the current speed (`rate`: steps_per_s(), if known)."""
+        if rate is None:
+            rate = self.steps_per_s()
         if total is None or rate is None or self.last_step is None:
             return None
         return max(0.0, (total - self.last_step) / rate)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import deque
@@ -345,8 +346,16 @@ class Monitor:
         return MonitorSnapshot(self.clock(), self.runs(), self.hosts())
 
     def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]:
-        """Lines of `run`'s ring with `seq > after_seq` (what a log pane appends)."""
-        return self.run_view(run).lines_after(after_seq)
+        """Lines of `run`'s ring with `seq > after_seq` (what a log pane appends).
+
+        Read from the ring itself: a log pane asks every few hundred ms, and a
+        whole RunView (trends, rates, the ring copied) is not needed for that.
+        """
+        ring = self._runs[run].ring
+        if not ring or ring[-1].seq <= after_seq:
+            return ()
+        skip = max(0, after_seq + 1 - ring[0].seq)
+        return tuple(itertools.islice(ring, skip, None))
 
     def metric_at(self, run: str, step: int, name: str = "acc") -> float | None:
         """Smoothed `name` of `run` at the last point at or before `step` (calibration pairs)."""
@@ -362,6 +371,7 @@ class Monitor:
             progress = min(1.0, max(0.0, step / total))
         loss, acc = h.trend("loss"), h.trend("acc")
         tok = h.trend("tok_s")
+        rate = h.steps_per_s()
         probe = run.probe
         return RunView(
             name=cfg.name,
@@ -381,8 +391,8 @@ class Monitor:
             tokens_per_s=tok.last,
             lr=h.latest("lr"),
             epoch=h.latest("epoch"),
-            steps_per_s=h.steps_per_s(),
-            eta_s=h.eta_s(total) if total and run.state == RunState.ALIVE else None,
+            steps_per_s=rate,
+            eta_s=h.eta_s(total, rate) if total and run.state == RunState.ALIVE else None,
             acc_per_position=h.acc_per_position,
             acc_per_position_step=h.acc_per_position_step,
             tau=self._tau(run, acc.ema if acc.ema is not None else acc.last),
