@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import time
+import uuid
 from pathlib import Path
 
 import asyncssh
@@ -329,3 +332,49 @@ async def test_a_known_hosts_path_that_is_a_folder_is_bad_config(
         HostPool(config)
     assert f"{folder} is a directory" in str(info.value)
     assert "console.known_hosts" in str(info.value)
+
+
+async def _gone(tag: str, pid_file: Path) -> None:
+    """Wait until no process mentions `tag` and the pid in `pid_file` has exited."""
+    sleeper = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        shells = subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True)
+        if not shells.stdout.strip() and not Path(f"/proc/{sleeper}").exists():
+            return
+        await asyncio.sleep(0.1)
+    assert subprocess.run(["pgrep", "-af", tag], capture_output=True, text=True).stdout == ""
+    assert not Path(f"/proc/{sleeper}").exists(), f"sleep {sleeper} still runs"
+
+
+_HANG = 'sleep 1000 & echo $! > "$1"; wait'
+
+
+async def test_a_timed_out_command_leaves_no_process_on_the_host(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    # OpenSSH does not signal a process without a pty when its channel closes, so
+    # only killing its process group stops it: the shell and its child must both go.
+    tag = f"hung-{uuid.uuid4().hex[:8]}"
+    child_pid = tmp_path / "child.pid"
+    config = load_config(write_config({"a": sshd}))
+    async with HostPool(config) as pool:
+        with pytest.raises(HostUnreachable, match="timed out after 1s"):
+            await pool.run("a", ["sh", "-c", _HANG, tag, str(child_pid)], timeout=1)
+        await _gone(tag, child_pid)
+        # Cancelled by an outer deadline instead: the same.
+        child_pid.unlink()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                pool.run("a", ["sh", "-c", _HANG, tag, str(child_pid)], timeout=60), 1
+            )
+        await _gone(tag, child_pid)
+        # The pool still works, and a command with a timeout keeps its output and status.
+        done = await pool.run(
+            "a", ["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=10, check=False
+        )
+        assert (done.stdout, done.stderr, done.exit_status) == ("out\n", "err\n", 3)
+        fed = await pool.run("a", ["cat"], input="fed\n", timeout=10)
+        assert fed.stdout == "fed\n"
+        raw = await pool.run("a", ["printf", "a\\nb"], timeout=10, encoding=None)
+        assert raw.stdout == b"a\nb"

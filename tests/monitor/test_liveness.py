@@ -23,7 +23,7 @@ from dflash_tui.monitor.liveness import (
     probe_input,
 )
 from dflash_tui.monitor.tail import LogTail
-from dflash_tui.remote import HostPool
+from dflash_tui.remote import HostPool, HostUnreachable
 from tests.monitor.conftest import Collector, eventually
 from tests.testbed import SshdHost
 
@@ -162,3 +162,46 @@ async def test_gpus_from_nvidia_smi_inside_the_exec_prefix_and_none_without_it(
         assert not plain.has_nvidia_smi and plain.gpus == () and plain.gpu_error is None
         bad = await _probe(pool, "plain", [ProbeTarget("x.log", "(unclosed")])
         assert bad.runs[0].pattern_error
+
+
+def _hung_nvidia_smi(folder: Path) -> tuple[list[str], Path]:
+    """An exec_prefix whose PATH has an nvidia-smi that never answers, and its pid file."""
+    fakebin = folder / "hungbin"
+    fakebin.mkdir()
+    pid_file = folder / "smi.pid"
+    smi = fakebin / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\necho $$ > "{pid_file}"\nexec sleep 1000\n')
+    smi.chmod(0o755)
+    return ["env", f"PATH={fakebin}:/usr/local/bin:/usr/bin:/bin"], pid_file
+
+
+async def _exited(pid_file: Path, within_s: float) -> None:
+    await eventually(lambda: pid_file.exists(), within_s, "nvidia-smi to start")
+    pid = int(pid_file.read_text())
+    await eventually(
+        lambda: not Path(f"/proc/{pid}").exists(), within_s, f"hung nvidia-smi {pid} to exit"
+    )
+
+
+async def test_a_probe_that_times_out_leaves_no_process_on_the_host(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    prefix, pid_file = _hung_nvidia_smi(tmp_path)
+    config = write_config({"gpu": (sshd, {"exec_prefix": prefix})})
+    async with HostPool(load_config(config)) as pool:
+        with pytest.raises(HostUnreachable, match="timed out after 2s"):
+            await pool.run("gpu", probe_argv(), input=probe_input([]), timeout=2)
+        # Killed with the probe's group, well before nvidia-smi's own 10 s limit.
+        await _exited(pid_file, 5)
+
+
+async def test_a_hung_nvidia_smi_is_cut_off_and_reported(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    prefix, pid_file = _hung_nvidia_smi(tmp_path)
+    config = write_config({"gpu": (sshd, {"exec_prefix": prefix})})
+    async with HostPool(load_config(config)) as pool:
+        probe = await _probe(pool, "gpu", [])
+    assert probe.has_nvidia_smi and probe.gpus == ()
+    assert "did not answer within 10s" in (probe.gpu_error or "")
+    await _exited(pid_file, 5)

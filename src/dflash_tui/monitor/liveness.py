@@ -1,10 +1,11 @@
 """Is the run still running? One probe per host: clock, log files, processes, GPUs.
 
 The probe is one remote `sh` script, run inside the host's `exec_prefix` in a
-session of its own (`setsid -w`), that prints the host's clock, then for
-each run the log's `stat` and the processes `pgrep -f PATTERN` finds (with
-`ps`: pid, session, elapsed seconds, full command line), then nvidia-smi's
-CSV when nvidia-smi exists.
+session of its own (the pool's `setsid -w` for a run with a timeout), that
+prints the host's clock, then for each run the log's `stat` and the processes
+`pgrep -f PATTERN` finds (with `ps`: pid, session, elapsed seconds, full
+command line), then nvidia-smi's CSV when nvidia-smi exists (under
+`timeout 10` where the host has timeout(1), so a hung one cannot pile up).
 
 A pattern must not find the probe itself. The patterns travel on stdin, not
 in argv, so no wrapping shell's command line contains them; pgrep skips
@@ -76,9 +77,22 @@ while [ "$n" -lt "${runs:-0}" ] && IFS= read -r log && IFS= read -r pat; do
 done
 if command -v nvidia-smi >/dev/null 2>&1; then
     printf 'GPU\n'
-    nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total \
-        --format=csv,noheader,nounits 2>&1 </dev/null |
-        while IFS= read -r line; do printf 'G %s\n' "$line"; done
+    # A hung nvidia-smi (driver trouble) must neither hold the probe nor pile up,
+    # one per refresh: bounded by timeout(1) where the host has it, in our process
+    # group (--foreground) so that killing the probe kills it too.
+    limit=
+    if command -v timeout >/dev/null 2>&1; then
+        if timeout --foreground 5 true 2>/dev/null; then
+            limit="timeout --foreground -k 2 10"
+        else
+            limit="timeout -k 2 10"
+        fi
+    fi
+    {
+        $limit nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total \
+            --format=csv,noheader,nounits 2>&1 </dev/null
+        case $? in 124 | 137) printf 'nvidia-smi did not answer within 10s\n' ;; esac
+    } | while IFS= read -r line; do printf 'G %s\n' "$line"; done
 else
     printf 'NOGPU\n'
 fi
@@ -149,8 +163,13 @@ class ProbeTarget:
 
 
 def probe_argv() -> list[str]:
-    """argv of the probe: its own session, `$0` the marker."""
-    return ["setsid", "-w", "sh", "-c", PROBE_SCRIPT, PROBE_MARKER]
+    """argv of the probe, `$0` the marker; run it with HostPool.run and a timeout.
+
+    No `setsid` of its own: a run with a timeout already starts in a session of
+    its own (the probe leads it), and that session is what the pool kills on
+    timeout; a second setsid would move the probe out of the group killed.
+    """
+    return ["sh", "-c", PROBE_SCRIPT, PROBE_MARKER]
 
 
 def probe_input(targets: Sequence[ProbeTarget]) -> str:

@@ -119,6 +119,7 @@ class HostPool:
         self.backoff_cap_s = backoff_cap_s
         self._states: dict[str, _HostState] = {}
         self._closed = False
+        self._background: set[asyncio.Task[None]] = set()
         # A broken known_hosts is bad config: say so before anything connects.
         try:
             load_known_hosts(self.known_hosts_path)
@@ -354,38 +355,72 @@ class HostPool:
         check: bool = True,
         env: Mapping[str, str] | None = None,
         encoding: str | None = "utf-8",
+        kill_on_timeout: bool = True,
     ) -> CommandResult:
         """Run argv on host `name` and wait for it.
 
         Raises HostUnreachable/HostKeyRejected/AuthFailed when the host cannot be
         reached, HostUnreachable when the link drops or `timeout` passes, and
-        CommandFailed for a non-zero exit when `check` is true.
+        CommandFailed for a non-zero exit when `check` is true. With a `timeout`
+        (and `kill_on_timeout`) the command runs in its own process group, killed
+        when the timeout passes: closing the channel alone leaves it running.
         """
         command = self.command(name, argv, env)
+        grouped = timeout is not None and kill_on_timeout
+        launched = self.command(name, in_new_process_group(argv), env) if grouped else command
         started = time.monotonic()
-        async with self._process(name, command, encoding) as process:
+        pgid: int | None = None
+        first: Any = None
+
+        async def finish(process: asyncssh.SSHClientProcess[Any]) -> tuple[Any, Any]:
+            nonlocal pgid, first
+            if grouped:
+                first = await process.stdout.readline()
+                text = first.decode() if isinstance(first, bytes) else first
+                if text.strip().isdigit():
+                    pgid, first = int(text.strip()), None
+            return await process.communicate()
+
+        timed_out = False
+        kill: asyncio.Task[None] | None = None
+        async with self._process(name, launched, encoding) as process:
             try:
                 # A run is never interactive: stdin always ends, also when `input` is
                 # empty or None, or a command that reads stdin would wait forever.
                 if input:
                     process.stdin.write(input)
                 process.stdin.write_eof()
-                result = await asyncio.wait_for(process.communicate(), timeout)
+                result = await asyncio.wait_for(finish(process), timeout)
                 await process.wait_closed()
             except asyncio.TimeoutError:
                 process.close()
-                raise HostUnreachable(
-                    name, f"`{command.display()}` timed out after {timeout:g}s"
-                ) from None
+                timed_out = True
+                if pgid is not None:
+                    # Started now, so the channel closes soon and frees this slot; a
+                    # kill waiting for a slot still gets ours once the block ends.
+                    kill = asyncio.get_running_loop().create_task(
+                        self.kill_group(name, pgid, "KILL")
+                    )
+            except asyncio.CancelledError:
+                # Cancelled from outside (an outer deadline): the group goes too.
+                if pgid is not None:
+                    self._spawn(self.kill_group(name, pgid, "KILL"))
+                raise
             except (OSError, asyncssh.Error) as exc:
                 raise HostUnreachable(
                     name, f"connection lost while running `{command.display()}`: {exc}"
                 ) from None
+        if timed_out:
+            if kill is not None:
+                await kill
+            raise HostUnreachable(name, f"`{command.display()}` timed out after {timeout:g}s")
         stdout_data, stderr_data = result
         exit_status = process.exit_status
         exit_signal = process.exit_signal
         empty: Any = b"" if encoding is None else ""
         stdout = stdout_data if stdout_data is not None else empty
+        if first:  # no process-group line (e.g. no setsid there): keep what came instead
+            stdout = first + stdout
         stderr = stderr_data if stderr_data is not None else empty
         elapsed = time.monotonic() - started
         outcome = CommandResult(name, command.display(), exit_status, stdout, stderr, elapsed)
@@ -445,13 +480,22 @@ class HostPool:
         """Connect if needed, run `true`, return the round trip in milliseconds."""
         await self.connect(name)
         started = time.monotonic()
-        await self.run(name, ["true"], timeout=timeout or self.connect_timeout_s)
+        # `true` cannot hang: the timeout is the link's, so no process group is needed.
+        await self.run(
+            name, ["true"], timeout=timeout or self.connect_timeout_s, kill_on_timeout=False
+        )
         return (time.monotonic() - started) * 1000.0
 
-    async def kill_group(self, name: str, pgid: int) -> None:
+    async def kill_group(self, name: str, pgid: int, signal: str = "TERM") -> None:
         """Kill a remote process group; remembered and retried after reconnect if the host is down."""
         try:
-            await self.run(name, kill_group_argv(pgid), timeout=KILL_TIMEOUT_S, check=False)
+            await self.run(
+                name,
+                kill_group_argv(pgid, signal),
+                timeout=KILL_TIMEOUT_S,
+                check=False,
+                kill_on_timeout=False,
+            )
         except RemoteError:
             self._state(name).pending_kills.add(pgid)
 
@@ -463,13 +507,21 @@ class HostPool:
                 text = self.command(name, kill_group_argv(pgid)).render()
                 await asyncio.wait_for(conn.run(text, check=False), KILL_TIMEOUT_S)
 
+    def _spawn(self, coro: Any) -> None:
+        """Run `coro` on its own, keeping a reference until it ends (tasks are weakly held)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def drop_connections(self, name: str) -> None:
         """Abort every connection to `name` (tests and 'reconnect now')."""
         for c in self._state(name).conns:
             c.conn.abort()
 
     async def close(self) -> None:
-        """Close every connection (jump hosts last)."""
+        """Close every connection (jump hosts last), after pending group kills had their go."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=KILL_TIMEOUT_S)
         self._closed = True
         order = sorted(self._states, key=lambda n: self.host(n).jump is None)
         for name in order:
