@@ -1,5 +1,10 @@
 """Tiny eval assets and two real sshd hosts: `store` holds a checkpoint, `gpu` runs the evals.
 
+Both run real (CPU) evals: suites `coding` (on gpu) and `coding-store` (on store)
+say `device = "cpu"`. The gpu host also has an `nvidia-smi` that lists two GPUs
+(these machines have none), for suite `coding-gpu`, whose jobs get a GPU each and
+`--device cuda:0`; those tests never let the harness start.
+
 The gpu host's `python` is a gate: a shell script that waits for a file to
 appear before it execs this venv's python. A job started while the gate is
 closed is running (its process group is alive on the host) but cannot finish,
@@ -82,6 +87,24 @@ def gate(tmp_path: Path) -> Iterator[Gate]:
             os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
 
 
+# Stands in for nvidia-smi on a host with two GPUs (only `-L` is asked for).
+FAKE_NVIDIA_SMI = """#!/bin/sh
+[ "$1" = -L ] || { echo "fake nvidia-smi: only -L" >&2; exit 2; }
+echo "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)"
+echo "GPU 1: NVIDIA H200 (UUID: GPU-11111111-1111-1111-1111-111111111111)"
+"""
+
+
+def two_gpus_path(host: SshdHost) -> str:
+    """A PATH for `host` on which `nvidia-smi -L` lists two GPUs."""
+    folder = host.root / "gpu-bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    tool = folder / "nvidia-smi"
+    tool.write_text(FAKE_NVIDIA_SMI)
+    tool.chmod(0o755)
+    return f"{folder}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+
 def place(src: Path, host: SshdHost, rel: str) -> Path:
     """Copy a local asset under a host's HOME; returns its absolute path."""
     dst = host.home / rel
@@ -110,13 +133,15 @@ def cluster(
     gate: Gate,
 ) -> Cluster:
     """Hosts `store` and `gpu` with: zlab (baseline, on gpu), student (step 4000, on store),
-    alien (on gpu, does not fit), and suite `coding` (cache on gpu)."""
+    alien (on gpu, does not fit), suites `coding` and `coding-gpu` (cache on gpu) and
+    `coding-store` (cache on store)."""
     store, gpu = sshd_factory("store"), sshd_factory("gpu")
     paths = {
         "zlab": place(assets.teacher, gpu, "models/Qwen3.6-27B-DFlash"),
         "student": place(assets.student, store, "ckpts/run1/step-4000"),
         "alien": place(assets.alien, gpu, "models/alien"),
         "cache": place(assets.cache, gpu, "eval/coding"),
+        "store_cache": place(assets.cache, store, "eval/coding"),
     }
     extra = f"""
 [[checkpoints]]
@@ -139,9 +164,23 @@ path = "{paths["alien"]}"
 name = "coding"
 host = "gpu"
 cache = "{paths["cache"]}"
+device = "cpu"
+
+[[suites]]
+name = "coding-gpu"
+host = "gpu"
+cache = "{paths["cache"]}"
+
+[[suites]]
+name = "coding-store"
+host = "store"
+cache = "{paths["store_cache"]}"
+device = "cpu"
 """
-    gpu_table = {"python": str(gate.python), "env": {"HF_TOKEN": SECRET}}
-    config = write_config({"store": store, "gpu": (gpu, gpu_table)}, extra=extra)
+    gpu_env = {"HF_TOKEN": SECRET, "PATH": two_gpus_path(gpu)}
+    gpu_table = {"python": str(gate.python), "env": gpu_env}
+    store_table = {"python": str(gate.python)}
+    config = write_config({"store": (store, store_table), "gpu": (gpu, gpu_table)}, extra=extra)
     return Cluster(store, gpu, gate, config, paths)
 
 

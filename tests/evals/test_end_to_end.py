@@ -71,7 +71,9 @@ def test_relayed_eval_survives_console_kill_and_reaches_the_leaderboard(cluster:
     assert copy.is_relative_to(cluster.gpu.home / ".cache/dflash-tui/checkpoints")
     for name in ("config.json", "model.safetensors"):
         assert _sha(copy / name) == _sha(cluster.paths["student"] / name)
-    assert "CUDA_VISIBLE_DEVICES=0" in str(job["command"])
+    # Suite `coding` says device = "cpu": the harness is told so, no GPU is picked.
+    assert "--device cpu" in str(job["command"]) and job["gpu"] is None
+    assert "CUDA_VISIBLE_DEVICES" not in str(job["command"])
 
     # 2. Kill the console mid-run: the job lives on in its own process group on the host.
     console.send_signal(signal.SIGKILL)
@@ -80,7 +82,7 @@ def test_relayed_eval_survives_console_kill_and_reaches_the_leaderboard(cluster:
     job_dir = Path(str(job["remote_dir"]))
     recorded = json.loads((job_dir / "job.json").read_text())
     assert recorded["pid"] == pgid and recorded["proc_start"] == job["proc_start"]
-    assert "CUDA_VISIBLE_DEVICES=0" in recorded["command"]
+    assert "--device cpu" in recorded["command"]
 
     # 3. A new process re-attaches: still running.
     out = subprocess.run(cluster.cli("jobs", "--json"), capture_output=True, text=True, timeout=60)
@@ -96,7 +98,7 @@ def test_relayed_eval_survives_console_kill_and_reaches_the_leaderboard(cluster:
         async with HostPool(config) as pool:
             manager = JobManager(config, pool, conn)
             base = await manager.launch("zlab", "coding")
-            assert base.state == "running" and base.gpu == "1"  # GPU 0 is the student's
+            assert base.state == "running" and base.gpu is None  # a CPU job
             cluster.gate.open()
             base = await manager.wait(base.id, interval_s=0.3)
             student = await manager.wait(str(job["id"]), interval_s=0.3)

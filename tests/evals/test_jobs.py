@@ -42,19 +42,22 @@ def _pgrep_group(pgid: int) -> list[str]:
 async def test_cancel_kills_the_remote_process_group(cluster: Cluster, manager: JobManager) -> None:
     events: list[JobUpdated] = []
     manager.subscribe(events.append)
-    job = await manager.launch("zlab", "coding")  # the gate is closed: it runs but cannot end
+    job = await manager.launch("zlab", "coding-gpu")  # the gate is closed: it runs, cannot end
     assert job.state == "running", job
     assert job.pid and job.remote_dir
     members = _pgrep_group(job.pid)
     assert len(members) >= 2  # the job's shell and the (gated) harness python under it
     assert [e.state for e in events][:2] == ["queued", "uploading"]
 
-    # The host's env (a secret) and CUDA_VISIBLE_DEVICES reach the harness process...
+    # The host's env (a secret), CUDA_VISIBLE_DEVICES and an explicit --device reach the
+    # harness process...
     (python,) = subprocess.run(
         ["pgrep", "-P", str(job.pid)], capture_output=True, text=True
     ).stdout.split()
     environ = Path(f"/proc/{python}/environ").read_bytes().split(b"\0")
     assert b"CUDA_VISIBLE_DEVICES=0" in environ and f"HF_TOKEN={SECRET}".encode() in environ
+    argv = Path(f"/proc/{python}/cmdline").read_bytes().split(b"\0")
+    assert argv[argv.index(b"--device") + 1] == b"cuda:0"
     # ...but never the command shown, job.json or the job's row.
     job_json = (Path(job.remote_dir) / "job.json").read_text()
     assert SECRET not in job_json and SECRET not in (job.command or "")
@@ -163,18 +166,28 @@ async def test_harness_is_uploaded_once_and_verified(cluster: Cluster) -> None:
 
 
 async def test_several_jobs_on_several_hosts_at_once(cluster: Cluster, manager: JobManager) -> None:
-    """Two jobs on gpu get different GPUs; one poll round covers both with one command.
+    """Two jobs on gpu and one on store run at once; a poll round asks each host once about
+    all of its jobs; all three finish and are collected.
 
-    The harness was removed from the host after this console had checked it: re-installed.
+    The harness was removed from gpu after this console had checked it: re-installed.
     """
     await manager.uploader.ensure("gpu")
     shutil.rmtree(cluster.gpu.home / ".cache/dflash-tui/harness")
-    first = await manager.start_eval("zlab", "coding")
-    second = await manager.start_eval("zlab", "coding")
-    a = await manager.wait(first.id, started_only=True)
-    b = await manager.wait(second.id, started_only=True)
-    assert {a.gpu, b.gpu} == {"0", "1"} and a.state == b.state == "running", (a.error, b.error)
+    queued = [
+        await manager.start_eval("zlab", "coding"),
+        await manager.start_eval("zlab", "coding"),
+        await manager.start_eval("student", "coding-store"),  # lives on store: no relay
+    ]
+    started = [await manager.wait(j.id, started_only=True) for j in queued]
+    assert [j.state for j in started] == ["running"] * 3, [j.error for j in started]
+    assert [j.host for j in started] == ["gpu", "gpu", "store"]
+    for job in started:  # each on its own host, in its own job directory there
+        home = cluster.gpu.home if job.host == "gpu" else cluster.store.home
+        assert Path(job.remote_dir or "").is_relative_to(home / ".cache/dflash-tui/jobs")
+        assert pgroup_alive(job.pid or 0)
     assert (cluster.gpu.home / ".cache/dflash-tui/harness" / manager.uploader.sha256).is_dir()
+    assert (cluster.store.home / ".cache/dflash-tui/harness" / manager.uploader.sha256).is_dir()
+
     commands: list[str] = []
     original = manager.pool.run
 
@@ -183,12 +196,67 @@ async def test_several_jobs_on_several_hosts_at_once(cluster: Cluster, manager: 
         return await original(host, argv, **kw)
 
     manager.pool.run = counting_run  # type: ignore[method-assign]
-    await manager.poll()
-    assert commands == ["gpu"]
-    manager.pool.run = original  # type: ignore[method-assign]
-    for job in (a, b):
+    try:
+        assert await manager.poll() == []  # all still running: nothing changed
+    finally:
+        manager.pool.run = original  # type: ignore[method-assign]
+    assert sorted(commands) == ["gpu", "store"]
+
+    cluster.gate.open()
+    finished = [await manager.wait(j.id, interval_s=0.2) for j in started]
+    assert [j.state for j in finished] == ["done"] * 3, [(j.error, j.log_tail) for j in finished]
+    for job in finished:
+        assert (Path(job.remote_dir or "") / "eval_results.json").is_file()
+        assert job.progress_done == job.progress_total and (job.progress_total or 0) > 0
+    report = await manager.collect()
+    assert sorted((r.checkpoint, r.job_id) for r in report.stored) == sorted(
+        (j.checkpoint, j.id) for j in finished
+    )
+
+
+async def test_gpus_are_picked_within_the_hosts_count(
+    cluster: Cluster, manager: JobManager
+) -> None:
+    """gpu's nvidia-smi lists two GPUs: two jobs get 0 and 1, a third is refused."""
+    first = await manager.launch("zlab", "coding-gpu")
+    second = await manager.launch("zlab", "coding-gpu")
+    assert (first.gpu, second.gpu) == ("0", "1") and first.state == second.state == "running"
+    assert "--device cuda:0" in (second.command or "")
+    assert "CUDA_VISIBLE_DEVICES=1" in (second.command or "")
+    with pytest.raises(JobError, match=r"all 2 GPUs of gpu are taken") as info:
+        await manager.launch("zlab", "coding-gpu")
+    assert info.value.exit_code == 1 and first.id in str(info.value)
+    assert len(manager.jobs()) == 2  # the refused one left no row behind
+    out = subprocess.run(
+        cluster.cli("eval", "zlab", "coding-gpu"), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 1 and "all 2 GPUs of gpu are taken" in out.stderr, out.stderr
+
+    # A suite that runs on the CPU takes no GPU, and refuses one.
+    with pytest.raises(JobError, match=r'runs on the CPU \(device = "cpu"') as info:
+        await manager.launch("zlab", "coding", gpu=1)
+    assert info.value.exit_code == 2
+    if shutil.which("nvidia-smi") is None:  # store has no nvidia-smi: no GPU to pick there
+        with pytest.raises(JobError, match=r"store has no nvidia-smi.*device = \"cpu\"") as info:
+            await manager.launch("student", "coding-gpu", host="store")
+        assert info.value.exit_code == 2
+
+    for job in (first, second):
         await manager.cancel(job.id)
-        assert not pgroup_alive(job.pid or 0)
+    third = await manager.launch("zlab", "coding-gpu")
+    assert third.gpu == "0"  # freed by the cancel
+    await manager.cancel(third.id)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        # The harness is told cuda:0 and this machine has no CUDA: it fails (exit 2), it
+        # does not quietly run on the CPU.
+        cluster.gate.open()
+        job = await manager.launch("zlab", "coding-gpu")
+        job = await manager.wait(job.id, interval_s=0.2)
+        assert job.state == "failed" and job.exit_code == 2, job
+        assert "--device cuda:0: CUDA is not available" in (job.error or "")
 
 
 async def test_launch_spec_reaches_the_host_quoted(cluster: Cluster) -> None:

@@ -133,6 +133,18 @@ def test_out_of_memory_at_batch_one_fails_clearly(capsys, small, tmp_path, monke
     assert not out.exists()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_an_explicit_cuda_device_without_cuda_exits_2(capsys, small, tmp_path):
+    """Eval jobs always pass --device: asked for cuda, the harness never falls back to the CPU."""
+    out = tmp_path / "r.json"
+    result = run_cli(capsys, small, out, "--device", "cuda:0")
+    assert result.code == 2
+    assert "--device cuda:0: CUDA is not available here" in result.stderr
+    assert "use --device cpu" in result.stderr
+    assert result.events[-1]["event"] == "error" and result.events[-1]["exit_code"] == 2
+    assert not out.exists()
+
+
 def test_existing_results_survive_a_failed_run(capsys, small, tmp_path):
     out = tmp_path / "r.json"
     out.write_text('{"old": true}')

@@ -87,6 +87,7 @@ max_anchors = 8
                     "env": slurm_plain.env,
                     "slurm": settings,
                     "python": sys.executable,
+                    "device": "cpu",  # the test node's GPUs are /dev/null and /dev/zero
                 },
             )
         },

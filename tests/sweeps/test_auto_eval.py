@@ -122,6 +122,7 @@ name = "coding"
 host = "gpu"
 cache = "{cache}"
 max_anchors = 8
+device = "cpu"
 """
     # Relative globs are relative to the login directory: run the shell in the sshd's HOME.
     config = load_config(

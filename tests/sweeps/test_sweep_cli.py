@@ -37,6 +37,7 @@ name = "coding"
 host = "gpu"
 cache = "{cache}"
 max_anchors = 8
+device = "cpu"
 """
     config = write_config({"gpu": (sshd, {"python": sys.executable})}, extra=extra)
 

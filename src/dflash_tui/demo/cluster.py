@@ -356,6 +356,7 @@ address = "127.0.0.1"
 port = {ports["evalbox"]}
 identity = "{p}client/id_ed25519"
 python = "python3"
+device = "cpu"                     # the demo's GPU is a stand-in: evals run on the CPU
 model_roots = ["models"]
 roles = ["eval"]
 

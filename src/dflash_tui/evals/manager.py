@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.config import Config
+from dflash_tui.config import Config, SuiteConfig
 from dflash_tui.evals import jobs as J
 from dflash_tui.evals.backends import (
     HARNESS_MISSING,
@@ -208,12 +208,51 @@ class JobManager:
 
     # ------------------------------------------------------------------ launching
 
-    def _pick_gpu(self, host: str) -> str:
-        busy = {j.gpu for j in self.jobs(active_only=True) if j.host == host and j.gpu is not None}
-        n = 0
-        while str(n) in busy:
-            n += 1
-        return str(n)
+    def _device(self, host: str, suite: SuiteConfig) -> str:
+        """ "cuda" or "cpu": the suite's `device`, else the host's, else cuda (never a silent
+        CPU fallback: the harness gets the device explicitly and fails without it)."""
+        return suite.device or self.config.host(host).device or "cuda"
+
+    async def _gpu_count(self, host: str) -> int:
+        """How many GPUs `nvidia-smi -L` lists on `host`; JobError when it cannot say."""
+        try:
+            result = await self.pool.run(host, ["nvidia-smi", "-L"], timeout=30, check=False)
+        except RemoteError as exc:
+            raise JobError(f"cannot count the GPUs on {host}: {exc}") from None
+        cpu_hint = (
+            f'set device = "cpu" in [hosts.{host}] or the suite ({self.config.path}) to '
+            "evaluate on the CPU, or pass --gpu N"
+        )
+        if result.exit_status == 127:
+            raise JobError(f"{host} has no nvidia-smi, so no GPU to pick; {cpu_hint}", 2)
+        if result.exit_status != 0:
+            said = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [""]
+            raise JobError(
+                f"nvidia-smi -L failed on {host} (exit status {result.exit_status}): {said[0]}; "
+                "check the GPU driver there, or pass --gpu N"
+            )
+        count = sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
+        if count == 0:
+            raise JobError(f"nvidia-smi -L on {host} lists no GPUs; {cpu_hint}", 2)
+        return count
+
+    def _pick_gpu(self, host: str, count: int) -> str:
+        """The lowest GPU index below `count` that no unfinished job on `host` uses.
+
+        With every GPU taken the eval is refused (exit 1) rather than queued: a job
+        never shares a GPU or lands on a missing one (and so on the CPU) unasked.
+        """
+        active = [j for j in self.jobs(active_only=True) if j.host == host and j.gpu is not None]
+        busy = {i for j in active for i in (j.gpu or "").split(",")}
+        for n in range(count):
+            if str(n) not in busy:
+                return str(n)
+        ids = ", ".join(j.id for j in active[:4])
+        raise JobError(
+            f"all {count} GPUs of {host} are taken by unfinished eval jobs ({ids}); wait for "
+            "one to end (dflash-tui jobs), cancel one (dflash-tui cancel JOB), or pass --gpu N "
+            "to share a GPU"
+        )
 
     async def start_eval(
         self,
@@ -261,11 +300,20 @@ class JobManager:
         target = host or suite.host
         if target not in self.config.hosts:
             raise JobError(f"no host {target!r} in {self.config.path}", 2)
-        gpu_text = str(gpu) if gpu is not None else self._pick_gpu(target)
-        if gpu is None and self.config.host(target).scheduler == "slurm":
-            gpu_text = None  # Slurm allocates the GPU (`gres` in [hosts.NAME.slurm])
-        elif not gpu_text.replace(",", "").isdigit():
+        gpu_text = str(gpu) if gpu is not None else None
+        if gpu_text is not None and not gpu_text.replace(",", "").isdigit():
             raise JobError(f"--gpu expects GPU indices such as 0 or 0,1; got {gpu_text!r}", 2)
+        if self._device(target, suite) == "cpu":
+            if gpu_text is not None:
+                raise JobError(
+                    f'--gpu {gpu_text}: suite {suite.name} on {target} runs on the CPU (device = "cpu" '
+                    f'in {self.config.path}); drop --gpu, or set device = "cuda"',
+                    2,
+                )
+        elif gpu_text is None and self.config.host(target).scheduler != "slurm":
+            # (Slurm allocates the GPU itself: `gres` in [hosts.NAME.slurm].)
+            count = await self._gpu_count(target)
+            gpu_text = self._pick_gpu(target, count)  # no await from here to the insert
         now = self.clock()
         job = Job(
             id=new_job_id(now),
@@ -330,6 +378,9 @@ class JobManager:
                 "--name",
                 ref.name,
             ]
+            # Always explicit: the harness fails (exit 2) rather than fall back to the CPU.
+            device = self._device(job.host, suite)
+            args += ["--device", "cpu" if device == "cpu" else "cuda:0"]
             if suite.max_anchors:
                 args += ["--max-anchors", str(suite.max_anchors)]
             spec = LaunchSpec(
