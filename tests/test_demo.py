@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from dflash_tui.config import load_config
-from dflash_tui.demo.cluster import demo_config_text
+from dflash_tui.demo.cluster import DemoCluster, demo_config_text
+from dflash_tui.remote import HostPool
 from tests.testbed import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,3 +69,29 @@ def test_demo_serves_until_interrupted_and_cleans_up(tmp_path: Path) -> None:
         ["pgrep", "-f", str(tmp_path / "d") + "/trainbox"], capture_output=True, text=True
     )
     assert left.stdout.strip() == ""
+
+
+async def test_a_demo_host_without_gpus_never_finds_a_real_nvidia_smi(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # As on a GPU machine: the console's PATH has an nvidia-smi (here a stand-in
+    # that shows a "real" GPU). Only the demo's own fakes may answer on its hosts.
+    system = tmp_path / "system-bin"
+    system.mkdir()
+    real = system / "nvidia-smi"
+    real.write_text('#!/bin/sh\necho "0, REAL GPU, 1, 2, 3"\n')
+    real.chmod(0o755)
+    (system / "some-tool").write_text("#!/bin/sh\necho tool-ran\n")
+    (system / "some-tool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{system}:{os.environ['PATH']}")
+    cluster = DemoCluster(tmp_path / "demo", eval_assets=False, runs=())
+    await cluster.start()
+    try:
+        async with HostPool(load_config(cluster.config_path)) as pool:
+            script = "command -v nvidia-smi >/dev/null && nvidia-smi || echo none; some-tool"
+            storage = await pool.run("storage", ["sh", "-c", script], timeout=30)
+            evalbox = await pool.run("evalbox", ["sh", "-c", script], timeout=30)
+    finally:
+        await cluster.stop()
+    assert storage.stdout.split("\n")[:2] == ["none", "tool-ran"]
+    assert "REAL GPU" not in evalbox.stdout and "NVIDIA H100" in evalbox.stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.config import load_config
+from dflash_tui.demo.cluster import path_without
 from dflash_tui.monitor.gpu import parse_gpu_csv, summarize
 from dflash_tui.monitor.liveness import (
     LogStat,
@@ -153,7 +154,12 @@ async def test_gpus_from_nvidia_smi_inside_the_exec_prefix_and_none_without_it(
     smi.write_text('#!/bin/sh\necho "0, NVIDIA H200, 77, 1000, 143771"\n')
     smi.chmod(0o755)
     prefix = ["env", f"PATH={fakebin}:/usr/local/bin:/usr/bin:/bin"]
-    config = write_config({"gpu": (sshd, {"exec_prefix": prefix}), "plain": sshd})
+    # `plain` stands for a host without GPUs, also on a machine that has a real nvidia-smi.
+    no_smi = path_without("nvidia-smi", "/usr/local/bin:/usr/bin:/bin", tmp_path / "no-smi")
+    plain = ["env", f"PATH={':'.join(no_smi)}"]
+    config = write_config(
+        {"gpu": (sshd, {"exec_prefix": prefix}), "plain": (sshd, {"exec_prefix": plain})}
+    )
     async with HostPool(load_config(config)) as pool:
         with_gpu = await _probe(pool, "gpu", [ProbeTarget("nope.log", "no-such-process-x1")])
         assert with_gpu.has_nvidia_smi and with_gpu.gpus[0].name == "NVIDIA H200"

@@ -57,6 +57,29 @@ done
 """
 
 
+def path_without(command: str, path: str, shadow_root: Path) -> list[str]:
+    """The folders of `path`, each one holding `command` replaced by a shadow without it.
+
+    A shadow is a folder of symlinks to everything else in the original (built
+    afresh under `shadow_root`), so a PATH keeps every tool but `command`.
+    Folders without `command` are kept as they are.
+    """
+    shutil.rmtree(shadow_root, ignore_errors=True)
+    kept: list[str] = []
+    for i, folder in enumerate(p for p in path.split(os.pathsep) if p):
+        real = Path(folder)
+        if not (real / command).exists():
+            kept.append(folder)
+            continue
+        shadow = shadow_root / str(i)
+        shadow.mkdir(parents=True)
+        for entry in os.scandir(real):
+            if entry.name != command:
+                (shadow / entry.name).symlink_to(real / entry.name)
+        kept.append(str(shadow))
+    return kept
+
+
 @dataclass(frozen=True)
 class DemoRun:
     name: str
@@ -100,6 +123,7 @@ class DemoCluster:
         self.client_key_path = self.base / "client" / "id_ed25519"
         self.eval_assets: demo_assets.DemoEvalAssets | None = None
         self._assets_thread: threading.Thread | None = None
+        self._system_path: list[str] | None = None
 
     # ------------------------------------------------------------------ layout
 
@@ -143,11 +167,17 @@ class DemoCluster:
 
     def _env(self, host: str) -> dict[str, str]:
         env = dict(os.environ)
+        if self._system_path is None:
+            # A host without a fake nvidia-smi must have none: on a machine with real
+            # GPUs, /usr/bin/nvidia-smi would otherwise show them on `storage`.
+            self._system_path = path_without(
+                "nvidia-smi", env.get("PATH", "/usr/bin:/bin"), self.base / "sysbin"
+            )
         path = [
             str(self.host_root(host) / "bin"),
             str(self.base / "bin"),
             str(Path(sys.executable).parent),
-            env.get("PATH", "/usr/bin:/bin"),
+            *self._system_path,
         ]
         env.update(
             PATH=os.pathsep.join(path), HOME=str(self.host_root(host)), DFLASH_DEMO_HOST=host
