@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -56,13 +58,34 @@ async def run_shell_session(
         )
         status = await local.wait()
     except (asyncssh.Error, OSError, asyncio.CancelledError):
-        # The client went away: do what sshd does and let the command see a closed pipe.
-        with contextlib.suppress(ProcessLookupError):
-            local.kill()
+        # The client went away: end the command's whole session (a `tail -F` under the
+        # shell would keep its pipes open), as sshd's hangup does.
+        await _end(local)
         raise
     finally:
         feeder.cancel()
     process.exit(status if status >= 0 else 128 - status)
+
+
+async def _end(local: asyncio.subprocess.Process, timeout_s: float = 2.0) -> None:
+    """End the command as sshd's hangup would, and reap it on this loop.
+
+    Its process group is killed and its pipes are closed: a command that
+    started its own session (`setsid -w sh -c ...`, as probes and tails do)
+    is out of the group's reach, and sees EOF on stdin and EPIPE on output
+    instead. Left open, the transport outlives the loop: garbage-collected
+    at exit, its `__del__` calls the closed loop ("Event loop is closed").
+    """
+    # Close first: close() polls the shell before killing it, and a poll after our
+    # own kill would reap the pid behind asyncio's child watcher ("Unknown child
+    # process pid ...").
+    transport = getattr(local, "_transport", None)  # asyncio keeps it there, unexposed
+    if transport is not None:
+        transport.close()  # closes stdin/stdout/stderr and kills the shell if still alive
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(local.pid, signal.SIGKILL)  # the rest of its process group
+    with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, Exception):
+        await asyncio.wait_for(local.wait(), timeout_s)
 
 
 class ShellServer:
