@@ -160,3 +160,63 @@ def test_check_with_a_malformed_known_hosts_exits_2_naming_file_and_line(
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
     assert "console.known_hosts" in out.stderr and f"{known_hosts} line 2" in out.stderr
+
+
+def test_check_refuses_a_bad_keys_table_naming_each_key(tmp_path: Path) -> None:
+    # The same check as the console's, before any host is contacted (the host is not there).
+    config = tmp_path / "hosts.toml"
+    config.write_text(
+        f'[hosts.box]\naddress = "127.0.0.1"\nport = {free_port()}\n\n'
+        '[keys]\n"logs.folow" = "F"\n"app.help" = "alt+h"\n"app.quit" = "q"\n'
+    )
+    out = cli("check", "--config", str(config))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert (
+        f'error: {config}:6: keys.logs.folow: unknown action; did you mean "logs.follow"?' in lines
+    )
+    assert any(f"{config}:7: keys.app.help:" in line and "tmux" in line for line in lines)
+    assert not any("keys.app.quit" in line for line in lines)
+
+
+def _leaderboard_config(tmp_path: Path) -> Path:
+    config = tmp_path / "hosts.toml"
+    config.write_text(
+        f'[console]\nresults_dir = "results"\nstate_dir = "state"\n\n'
+        f'[hosts.box]\naddress = "127.0.0.1"\nport = {free_port()}\n\n'
+        '[[runs]]\nname = "r1"\nhost = "box"\nlog = "train.log"\n'
+    )
+    return config
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    # `dflash-tui ... | head -n 1`: head exits after one line; the rest of the output
+    # meets a closed pipe. That ends the command quietly with status 0, no traceback.
+    config = _leaderboard_config(tmp_path)
+    command = f"{sys.executable} -m dflash_tui leaderboard --run r1 --json --config {config}"
+    piped = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {command} | head -n 1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.strip() in ("[", "{")
+    assert "Traceback" not in piped.stderr and "BrokenPipe" not in piped.stderr
+    # Deterministically: the reading end is closed before the command writes anything.
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        closed = subprocess.run(
+            [sys.executable, "-m", "dflash_tui", "leaderboard", "--run", "r1", "--json"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env={**os.environ, "DFLASH_TUI_CONFIG": str(config)},
+        )
+    finally:
+        os.close(write)
+    assert closed.returncode == 0, closed.stderr
+    assert closed.stderr == ""

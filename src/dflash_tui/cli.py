@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from dflash_tui import __version__
 from dflash_tui.commands import COMMAND_MODULES, CommandError
+from dflash_tui.commands.output import silence_stdout, stdout_closed
 from dflash_tui.config import ConfigError
 from dflash_tui.remote.errors import RemoteError
 
@@ -64,7 +65,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         handler = default
     try:
-        return int(handler(args) or 0)
+        status = int(handler(args) or 0)
+        sys.stdout.flush()  # a reader that went away shows here, not in the exit flush
+        return status
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise  # some other pipe: a real failure
+        silence_stdout()
+        return EXIT_OK  # `... | head`: the reader had what it wanted
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)

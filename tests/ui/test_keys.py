@@ -59,6 +59,16 @@ def test_every_action_has_a_test() -> None:
     assert all(name in globals() for name in TESTED.values())
 
 
+def test_the_core_keymap_spells_keys_as_textual_does() -> None:
+    # dflash_tui.keymap validates [keys] without Textual, from a copy of its key names.
+    from textual.keys import KEY_NAME_REPLACEMENTS
+
+    from dflash_tui import keymap
+
+    assert keymap.KEY_NAME_REPLACEMENTS == KEY_NAME_REPLACEMENTS
+    assert actions.ACTIONS is keymap.ACTIONS
+
+
 def selected(app) -> str | None:
     return app.screen.query_one(RunsTable).selected_run
 

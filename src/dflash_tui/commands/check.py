@@ -7,6 +7,7 @@ import asyncio
 
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
 from dflash_tui.config import load_config
+from dflash_tui.keymap import check_keymap
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.remote.reachability import HostCheck, check_hosts
 
@@ -26,7 +27,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="validate the config and connect to every host",
         description="Validate hosts.toml, connect to every host concurrently and print a "
-        "reachability table. Exit 1 if any host is unreachable, 2 if the config is bad.",
+        "reachability table. Exit 1 if any host is unreachable, 2 if the config (or its "
+        "[keys] table) is bad.",
     )
     add_json_flag(p)
     p.set_defaults(handler=run)
@@ -34,6 +36,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 async def _check(config_path: str | None) -> tuple[str, list[HostCheck]]:
     config = load_config(config_path)
+    check_keymap(config)  # the console would refuse it: say so before connecting
     async with HostPool(config) as pool:
         return str(config.path), await check_hosts(pool)
 

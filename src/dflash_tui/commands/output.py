@@ -1,8 +1,16 @@
-"""Plain-text tables and JSON for command output (no colour codes: output is often piped)."""
+"""Plain-text tables and JSON for command output (no colour codes: output is often piped).
+
+Piped output may meet a reader that stops early (`dflash-tui jobs | head -n 1`):
+`cli.main` asks `stdout_closed` whether a BrokenPipeError was stdout's and, if
+so, ends quietly with status 0, as `head` expects of the command before it.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import select
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
@@ -32,3 +40,32 @@ def print_json(value: Any, file: TextIO | None = None) -> None:
 
 def add_json_flag(parser: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def stdout_closed() -> bool:
+    """Whether stdout's reader has gone away (a pipe whose other end is closed)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+            return True
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit finds nothing to
+    fail on (it would print a second BrokenPipeError)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

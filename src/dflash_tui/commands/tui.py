@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from dflash_tui.config import Config, ConfigError, load_config
+from dflash_tui.config import Config, load_config
+from dflash_tui.keymap import check_keymap
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -20,15 +21,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "Press ? inside for every key.",
     )
     p.set_defaults(handler=run)
-
-
-def check_keymap(config: Config) -> None:
-    """Refuse a `[keys]` table that names unknown actions or keys tmux cannot deliver."""
-    from dflash_tui.ui.actions import keymap_problems
-
-    problems = [config.problem(key, message) for key, message in keymap_problems(config.keys)]
-    if problems:
-        raise ConfigError(problems)
 
 
 def open_console(config: Config) -> int:
