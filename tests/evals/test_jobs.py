@@ -15,7 +15,7 @@ import pytest
 from dflash_tui import cli
 from dflash_tui.config import load_config
 from dflash_tui.evals.backends import LaunchSpec, SshBackend
-from dflash_tui.evals.jobs import Job, JobStore, JobUpdated
+from dflash_tui.evals.jobs import Job, JobStore, JobUpdated, new_job_id
 from dflash_tui.evals.manager import JobError, JobManager, local_process_start, open_eval_state
 from dflash_tui.evals.upload import HarnessUploader, harness_sha256
 from dflash_tui.remote import HostPool
@@ -313,3 +313,81 @@ async def test_preparation_failures_and_orphans_end_as_failed(
     assert orphan.id in await manager.poll()
     reaped = manager.job(orphan.id)
     assert reaped.state == "failed" and "stopped while relaying" in (reaped.error or "")
+
+
+def _dead_owner() -> int:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    return gone.pid
+
+
+async def test_a_job_started_by_a_console_that_died_is_adopted(
+    cluster: Cluster, manager: JobManager
+) -> None:
+    """The console submitted the job, then died before it recorded it as running."""
+    cluster.gate.open()
+    now = time.time()
+    row = JobStore(manager.conn).insert(
+        Job(
+            id=new_job_id(now), backend="ssh", host="gpu", suite="coding", checkpoint="zlab",
+            checkpoint_host="gpu", checkpoint_path=str(cluster.paths["zlab"]), state="starting",
+            created_at=now, updated_at=now, owner_pid=_dead_owner(), owner_start="1",
+        )
+    )  # fmt: skip
+    await manager.uploader.ensure("gpu")
+    args = ("--drafter", str(cluster.paths["zlab"]), "--cache", str(cluster.paths["cache"]))
+    spec = LaunchSpec(
+        job_id=row.id,
+        host="gpu",
+        python=str(cluster.gate.python),
+        harness_sha=manager.uploader.sha256,
+        harness_args=(*args, "--suite", "coding", "--name", "zlab", "--device", "cpu"),
+        gpu=None,
+        submitted_at=now,
+    )
+    launched = await SshBackend(manager.pool).submit(spec)  # really started on the host
+
+    assert row.id in await manager.poll()
+    adopted = manager.job(row.id)
+    assert adopted.state in ("running", "done"), adopted
+    assert (adopted.remote_dir, adopted.pid) == (launched.remote_dir, launched.pid)
+    assert adopted.proc_start == launched.proc_start and adopted.command == launched.command
+    done = await manager.wait(row.id, interval_s=0.2)
+    assert done.state == "done" and done.error is None, (done.error, done.log_tail)
+    assert [r.job_id for r in (await manager.collect()).stored] == [row.id]
+
+    # A starting job with nothing on its host never started: failed, saying where it looked.
+    never = JobStore(manager.conn).insert(
+        Job(
+            id=new_job_id(now + 1), backend="ssh", host="gpu", suite="coding", checkpoint="zlab",
+            checkpoint_host="gpu", checkpoint_path="x", state="starting", created_at=now,
+            updated_at=now, owner_pid=_dead_owner(), owner_start="1",
+        )
+    )  # fmt: skip
+    assert never.id in await manager.poll()
+    failed = manager.job(never.id)
+    assert failed.state == "failed" and f"jobs/{never.id} on gpu has no running job" in (
+        failed.error or ""
+    )
+
+
+async def test_cancelling_a_job_that_just_finished_keeps_its_result(
+    cluster: Cluster, manager: JobManager
+) -> None:
+    job = await manager.launch("zlab", "coding")
+    assert job.state == "running" and job.remote_dir
+    cluster.gate.open()
+    rc = Path(job.remote_dir) / "rc"
+    deadline = time.monotonic() + 60
+    while not rc.exists() and time.monotonic() < deadline:  # finished; this console not told
+        time.sleep(0.05)
+    assert rc.read_text().strip() == "0"
+    assert manager.job(job.id).state == "running"
+
+    ended = await manager.cancel(job.id)
+    assert ended.state == "done" and ended.exit_code == 0, ended
+    assert not (Path(job.remote_dir) / "cancelled").exists()
+    await manager.poll()
+    assert manager.job(job.id).state == "done"
+    (stored,) = (await manager.collect()).stored
+    assert stored.job_id == job.id and stored.checkpoint == "zlab"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from dflash_tui.commands.eval import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json
@@ -34,6 +35,11 @@ def run(args: argparse.Namespace) -> int:
     job = asyncio.run(_cancel(args))
     if args.json:
         print_json(job.as_dict())
-    else:
+    elif job.state == "cancelled":
         print(f"job {job.id}: {job.state} ({job.detail or 'stopped'})")
+    if job.state != "cancelled":  # it ended on its own just before: nothing was cancelled
+        what = f"failed: {job.error}" if job.state == "failed" else job.state
+        hint = "; `dflash-tui collect` takes its results" if job.state == "done" else ""
+        print(f"job {job.id} had already finished ({what}); not cancelled{hint}", file=sys.stderr)
+        return 1
     return 0

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from dflash_tui.evals.jobs import Job
 from dflash_tui.remote.command import RemoteCommand, shell_script
@@ -208,7 +208,10 @@ CANCEL_SCRIPT = (
     + r"""# $1 job directory, $2 the recorded process start time
 d=$1 expected=$2
 [ -d "$d" ] || { echo missing; exit 0; }
+# A job that has an exit status finished: no marker, so its results count.
+[ -f "$d/rc" ] && { echo finished; exit 0; }
 : > "$d/cancelled"
+if [ -f "$d/rc" ]; then rm -f "$d/cancelled"; echo finished; exit 0; fi
 pid=$(cat "$d/pid" 2>/dev/null)
 case $pid in ''|*[!0-9]*) echo gone; exit 0 ;; esac
 live=$(pstart "$pid")
@@ -224,6 +227,18 @@ if kill -0 "-$pid" 2>/dev/null; then echo survived; exit 1; fi
 echo killed
 """
 )
+
+# A job's directory by its id, for a job whose launching console died before it
+# recorded the launch: the directory, pid and start time, and job.json (one line).
+FIND_SCRIPT = r"""d="$HOME/.cache/dflash-tui/jobs/$1"
+[ -d "$d" ] || { echo missing; exit 0; }
+printf 'D %s\n' "$d"
+pid= st=
+{ read -r pid < "$d/pid"; } 2>/dev/null && printf 'pid %s\n' "$pid"
+{ read -r st < "$d/pstart"; } 2>/dev/null && printf 'pstart %s\n' "$st"
+[ -f "$d/job.json" ] && { printf 'json '; head -c 65536 -- "$d/job.json"; echo; }
+exit 0
+"""
 
 READ_SCRIPT = r"""[ -f "$1/$2" ] || { echo absent; exit 0; }
 echo present
@@ -361,6 +376,37 @@ class SshBackend:
             )
         _, remote_dir, pid, start = [*out.split("\t"), "", "", ""][:4]
         return Launched(remote_dir, _int(pid), start or None, command)
+
+    async def find(self, job: Job) -> Launched | None:
+        """The launch of `job` as its host recorded it (job.json, else the pid and pstart
+        files); None when the host has no directory or no pid for it (it never started)."""
+        result = await self.pool.run(
+            job.host, shell_script(FIND_SCRIPT, job.id), timeout=self.timeout_s
+        )
+        fields: dict[str, str] = {}
+        for line in result.stdout.splitlines():
+            key, _, value = line.partition(" ")
+            fields.setdefault(key, value.strip())
+        if "D" not in fields:
+            return None
+        recorded: dict[str, Any] = {}
+        if fields.get("json"):
+            try:
+                loaded = json.loads(fields["json"])
+                recorded = loaded if isinstance(loaded, dict) else {}
+            except json.JSONDecodeError:
+                recorded = {}
+        pid = recorded["pid"] if isinstance(recorded.get("pid"), int) else _int(fields.get("pid"))
+        if pid is None:
+            return None
+        start = recorded.get("proc_start") or fields.get("pstart") or None
+        command = recorded.get("command")
+        return Launched(
+            fields["D"],
+            pid,
+            str(start) if start else None,
+            command if isinstance(command, str) else "",
+        )
 
     async def poll(self, host: str, jobs: Sequence[Job]) -> dict[str, RemoteStatus]:
         dirs = {j.remote_dir: (j.id, j.proc_start) for j in jobs if j.remote_dir}

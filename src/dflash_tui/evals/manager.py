@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import sqlite3
@@ -473,8 +474,10 @@ class JobManager:
 
     # ------------------------------------------------------------------ following
 
-    def _reap_orphans(self) -> list[str]:
-        """Preparing jobs whose preparing process is gone can never start: mark them failed."""
+    async def _reap_orphans(self) -> list[str]:
+        """Preparing jobs whose preparing process is gone: a job it had already started on
+        its host is adopted from its job directory there; any other can never start and is
+        marked failed."""
         changed = []
         for job in self.jobs(active_only=True):
             if not job.preparing or job.id in self._tasks:
@@ -483,10 +486,14 @@ class JobManager:
                 continue  # ours, finishing right now
             if _owner_alive(job):
                 continue
+            if job.state == J.STARTING and await self._adopt(job):
+                changed.append(job.id)
+                continue
             if job.state == J.STARTING:
                 reason = (
-                    "the console starting it stopped; the job may be running in "
-                    f"~/.cache/dflash-tui/jobs/{job.id} on {job.host}"
+                    "the console starting it stopped before the job started: "
+                    f"~/.cache/dflash-tui/jobs/{job.id} on {job.host} has no running job; "
+                    "run the eval again"
                 )
             else:
                 reason = f"the console preparing it stopped while {job.state}; run the eval again"
@@ -494,9 +501,40 @@ class JobManager:
             changed.append(job.id)
         return changed
 
+    async def _adopt(self, job: Job) -> bool:
+        """Take over a job that its dead console submitted but never recorded as running
+        (pid and start time from ~/.cache/dflash-tui/jobs/<id>/job.json on its host).
+
+        True when the job was adopted or its host could not be asked (it stays starting
+        and is looked for again); False when the host has no such job.
+        """
+        find = getattr(self.backend(job.host), "find", None)
+        if find is None:  # (Slurm keeps its job id only in the console's row)
+            return False
+        try:
+            launched = await find(job)
+        except RemoteError as exc:
+            note = f"{job.host} unreachable: {exc}; looking for the job again at the next poll"
+            if job.detail != note:
+                self._update(job.id, detail=note)
+            return True
+        if launched is None:
+            return False
+        self._update(
+            job.id,
+            state=J.RUNNING,
+            remote_dir=launched.remote_dir,
+            pid=launched.pid,
+            proc_start=launched.proc_start,
+            command=launched.command or job.command,
+            started_at=job.updated_at,
+            detail="adopted from its job directory (the console starting it stopped)",
+        )
+        return True
+
     async def poll(self) -> list[str]:
         """Refresh every unfinished job from its host (one command per host); returns changed ids."""
-        changed = self._reap_orphans()
+        changed = await self._reap_orphans()
         by_host: dict[str, list[Job]] = {}
         for job in self.jobs(active_only=True):
             if job.remote_dir and job.state in (J.RUNNING, J.STARTING):
@@ -691,7 +729,16 @@ class JobManager:
             return self._update(
                 job.id, state=J.CANCELLED, finished_at=self.clock(), detail="cancelled"
             )
-        killed = await self.backend(job.host).cancel(job)
+        backend = self.backend(job.host)
+        killed = await backend.cancel(job)
+        if not killed:
+            # It may have just finished: the host then keeps no cancelled marker (it has an
+            # exit status), and the job ends as done or failed with its results intact.
+            status = (await backend.poll(job.host, [job])).get(job.id)
+            if status is not None and status.exit_code is not None and not status.cancelled:
+                # (its shell may still be exiting: the exit status is what counts)
+                await self._apply(job, dataclasses.replace(status, alive=False))
+                return self.store.get(job.id)
         tail = await self._tail_or_empty(job)
         return self._update(
             job.id,

@@ -78,8 +78,9 @@ printf 'OK\t%s\t%s\n' "$d" "$s"
 """
 
 # Marks the job cancelled (so a job Slurm has forgotten still reads as
-# cancelled) and scancels it. $1 job directory, $2 Slurm job id.
-CANCEL_SCRIPT = r""": > "$1/cancelled" 2>/dev/null
+# cancelled) and scancels it; a job with an exit status finished and gets no
+# marker, so its results count. $1 job directory, $2 Slurm job id.
+CANCEL_SCRIPT = r"""[ -f "$1/rc" ] || : > "$1/cancelled" 2>/dev/null
 exec scancel "$2"
 """
 
