@@ -118,3 +118,19 @@ async def test_custom_patterns_see_every_line(sshd: SshdHost, write_config, tmp_
         backlog = await load_backlog(pool, "a", str(log), parser=parser, on_metrics=history.add)
     assert backlog.parsed == 50 and history.last_step == 49
     assert history.trend("loss").last == pytest.approx(4.9)
+
+
+async def test_a_path_under_the_remote_home_is_expanded_there(sshd: SshdHost, write_config) -> None:
+    # Only a leading `~/` is the remote home; `$HOME` or a `~` elsewhere stays literal.
+    (sshd.home / "train.log").write_text("step 1 loss 2\nstep 2 loss 1\n")
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        backlog = await load_backlog(pool, "a", "~/train.log", timeout_s=30)
+        assert backlog.exists and backlog.recent == ["step 1 loss 2", "step 2 loss 1"]
+        assert not (await load_backlog(pool, "a", "$HOME/train.log", timeout_s=30)).exists
+        got = Collector(LogTail(pool, "a", "~/train.log", backlog.position)).start()
+        try:
+            with (sshd.home / "train.log").open("a") as f:
+                f.write("step 3 loss 0.5\n")
+            await eventually(lambda: got.texts == ["step 3 loss 0.5"])
+        finally:
+            await got.close()

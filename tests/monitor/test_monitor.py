@@ -142,3 +142,26 @@ async def test_a_key_error_marks_the_host_unreachable_not_unreadable_output(
     assert host.reachable is False
     assert "hosts.a.identity" in (host.error or "")
     assert "probe output unreadable" not in (host.error or "")
+
+
+async def test_a_log_under_the_remote_home_is_found_tailed_and_loaded(
+    sshd: SshdHost, write_config
+) -> None:
+    # `log = "~/..."` means the remote user's home (inside the exec_prefix), not a
+    # folder literally called `~`.
+    log = sshd.home / "train.log"
+    log.write_text("".join(f"step {i} loss {2 - i / 100} acc {i / 200}\n" for i in range(10)))
+    extra = _runs_toml([{"name": "r", "host": "a", "log": "~/train.log"}])
+    config = load_config(write_config({"a": sshd}, extra=extra, refresh_s=0.3))
+    async with HostPool(config) as pool:
+        monitor = Monitor(config, pool)
+        await monitor.start()
+        try:
+            assert await monitor.wait_for(lambda m: m.run_view("r").step == 9, 15)
+            with log.open("a") as f:
+                f.write("step 10 loss 1.9 acc 0.05\n")
+            assert await monitor.wait_for(lambda m: m.run_view("r").step == 10, 15)
+            assert await monitor.wait_for(lambda m: m.run_view("r").log_age_s is not None, 15)
+            assert monitor.run_view("r").log == "~/train.log"
+        finally:
+            await monitor.stop()

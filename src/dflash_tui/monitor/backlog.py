@@ -50,6 +50,7 @@ BACKLOG_SCRIPT = r"""# dflash-tui-history: a log's step lines, filtered, decimat
 # $1 path, $2 ERE filter ("" = every line), $3 lines kept at full resolution,
 # $4 budget for older lines, $5 window bytes, $6 max bytes per line, $7 history 1/0.
 p=$1 ere=$2 recent=$3 budget=$4 win=$5 maxline=$6 hist=$7
+case $p in "~/"*) p=$HOME/${p#"~/"} ;; esac  # a leading ~/ is the remote home
 if ! { command exec 3<"$p"; } 2>/dev/null; then
     printf 'MISSING\n'
     exit 0

@@ -50,6 +50,7 @@ IFS= read -r runs
 n=0
 while [ "$n" -lt "${runs:-0}" ] && IFS= read -r log && IFS= read -r pat; do
     printf 'RUN %s\n' "$n"
+    case $log in "~/"*) log=$HOME/${log#"~/"} ;; esac  # a leading ~/ is the remote home
     if st=$(stat -L -c '%d:%i %s %Y' -- "$log" 2>&1); then
         printf 'STAT %s\n' "$st"
     else

@@ -60,6 +60,7 @@ TAIL_SCRIPT = r"""# dflash-tui-tail: follow a log by byte offset through rotatio
 # the path), $4 hex of the bytes just before the offset ("" = no check),
 # $5 poll seconds (without a notifier), $6 max bytes per frame, $7 notifier 1/0.
 p=$1 off=$2 want=$3 check=$4 poll=$5 chunk=$6 notify=$7
+case $p in "~/"*) p=$HOME/${p#"~/"} ;; esac  # a leading ~/ is the remote home
 beat=2
 # Wait for the log to change. A `tail -F` on our stdin wakes us through inotify the
 # moment anything is appended, rotated or truncated (its output is only a doorbell;
