@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -300,7 +301,8 @@ async def test_preparation_failures_and_orphans_end_as_failed(
     with pytest.raises(JobError, match="unknown checkpoint 'nope'"):
         await manager.launch("nope", "coding")
 
-    # A job whose preparing console died mid-relay can never start: the next poll says so.
+    # A job whose preparing console died mid-relay is taken over by the next console: its
+    # preparation runs again here, and fails for its own reason (this one's path is bogus).
     gone = subprocess.Popen(["true"])
     gone.wait()
     now = time.time()
@@ -311,8 +313,11 @@ async def test_preparation_failures_and_orphans_end_as_failed(
     )  # fmt: skip
     JobStore(manager.conn).insert(orphan)
     assert orphan.id in await manager.poll()
-    reaped = manager.job(orphan.id)
-    assert reaped.state == "failed" and "stopped while relaying" in (reaped.error or "")
+    assert manager.job(orphan.id).owner_pid == os.getpid()
+    reaped = await manager.wait(orphan.id, interval_s=0.2)
+    assert reaped.state == "failed" and "store:ckpts/x: no such file or directory" in (
+        reaped.error or ""
+    )
 
 
 def _dead_owner() -> int:
@@ -391,3 +396,55 @@ async def test_cancelling_a_job_that_just_finished_keeps_its_result(
     assert manager.job(job.id).state == "done"
     (stored,) = (await manager.collect()).stored
     assert stored.job_id == job.id and stored.checkpoint == "zlab"
+
+
+CLOSING_CONSOLE = """
+import asyncio, sys
+from dflash_tui.config import load_config
+from dflash_tui.evals.manager import JobManager, open_eval_state
+from dflash_tui.remote import HostPool
+
+async def main() -> None:
+    config = load_config(sys.argv[1])
+    conn = open_eval_state(config.console.state_dir)
+    async with HostPool(config) as pool:
+        manager = JobManager(config, pool, conn)
+        relaying = asyncio.Event()
+        manager.subscribe(lambda e: relaying.set() if e.state == "relaying" else None)
+        job = await manager.start_eval("student", "coding")
+        await asyncio.wait_for(relaying.wait(), 60)
+        await manager.close()  # the console closes while the checkpoint is being relayed
+        print(job.id)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_job_being_prepared_when_its_console_closed_is_continued(
+    cluster: Cluster, manager: JobManager
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", CLOSING_CONSOLE, str(cluster.config)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.strip()
+    left = manager.job(job_id)
+    assert left.state == "relaying" and "its console closed while relaying" in (left.detail or "")
+
+    # A one-shot command shows it, and neither fails nor takes it.
+    listed = subprocess.run(cluster.cli("jobs", "--json"), capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)["jobs"]
+    assert row["state"] == "relaying" and "the console (dflash-tui) continues it" in row["detail"]
+
+    # The next console takes it over and runs its preparation again, to the end.
+    assert job_id in await manager.poll()
+    assert manager.job(job_id).owner_pid == os.getpid()
+    started = await manager.wait(job_id, started_only=True, interval_s=0.2)
+    assert started.state == "running", (started.error, started.detail)
+    copy = Path(started.remote_checkpoint_path or "")
+    assert copy.is_relative_to(cluster.gpu.home / ".cache/dflash-tui/checkpoints")
+    cluster.gate.open()
+    done = await manager.wait(job_id, interval_s=0.2)
+    assert done.state == "done", (done.error, done.log_tail)

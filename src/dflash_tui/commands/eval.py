@@ -32,17 +32,21 @@ class EvalContext:
 
 @contextlib.asynccontextmanager
 async def eval_context(config_path: str | None) -> AsyncIterator[EvalContext]:
-    """Config, host pool, state database and JobManager, closed in order afterwards."""
+    """Config, host pool, state database and JobManager, closed in order afterwards.
+
+    A command is not a console: it leaves jobs another console was preparing to the
+    console, and a job it was preparing itself when stopped (Ctrl-C) is cancelled.
+    """
     config = load_config(config_path)
     conn = open_eval_state(config.console.state_dir)
     pool = HostPool(config)
-    manager = JobManager(config, pool, conn)
+    manager = JobManager(config, pool, conn, resume_preparing=False)
     try:
         yield EvalContext(config, pool, manager)
     except JobError as exc:
         raise CommandError(str(exc), exc.exit_code) from None
     finally:
-        await manager.close()
+        await manager.close(keep_preparing=False)
         await pool.close()
         conn.close()
 

@@ -202,6 +202,17 @@ class JobStore:
             raise KeyError(job_id)
         return self.get(job_id)
 
+    def claim(self, job: Job, pid: int, start: str | None, now: float) -> bool:
+        """Make (pid, start) the owner of a preparing `job` if its owner is still the one in
+        that snapshot; False when another process claimed it first (one atomic UPDATE)."""
+        cur = self.conn.execute(
+            "UPDATE jobs SET owner_pid = ?, owner_start = ?, updated_at = ? WHERE id = ?"
+            " AND owner_pid IS ? AND owner_start IS ? AND state IN ('queued', 'relaying',"
+            " 'uploading')",
+            (pid, start, now, job.id, job.owner_pid, job.owner_start),
+        )
+        return cur.rowcount == 1
+
     def get(self, job_id: str) -> Job:
         row = self.conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:

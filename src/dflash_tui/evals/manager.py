@@ -3,7 +3,8 @@
 Every job is a row in the state database, so any console process sees every
 job: the one that launched it, a later `dflash-tui jobs`, or the console
 reopened after a crash. Preparing a job (relaying the checkpoint, installing
-the harness, starting it) runs as an asyncio task in the launching process;
+the harness, starting it) runs as an asyncio task in the launching process; a
+console that closes or dies leaves it to the next console, which takes it over;
 once started, the job lives on its host and `poll()` follows it there, one
 command per host for all of that host's jobs. Listeners get a small
 `JobUpdated(job_id, state)` whenever a job's row changes; they read the new
@@ -154,7 +155,10 @@ class JobManager:
         backends: Mapping[str, JobBackend] | None = None,
         uploader: HarnessUploader | None = None,
         log_lines: int = J.LOG_TAIL_LINES,
+        resume_preparing: bool = True,
     ) -> None:
+        """`resume_preparing`: take over jobs whose preparing console stopped (a console
+        does; one-shot commands such as `dflash-tui jobs` only show them)."""
         self.config = config
         self.pool = pool
         self.conn = state_conn
@@ -170,6 +174,8 @@ class JobManager:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._pid = os.getpid()
         self._pid_start = local_process_start(self._pid)
+        self.resume_preparing = resume_preparing
+        self._keep_on_close = False
 
     # ------------------------------------------------------------------ reading
 
@@ -267,10 +273,13 @@ class JobManager:
         Raises JobError (exit code 2) for an unknown checkpoint, suite or host.
         """
         job, ref = await self._queue(checkpoint, suite, host, gpu)
+        self._spawn(job, ref)
+        return job
+
+    def _spawn(self, job: Job, ref: CheckpointRef) -> None:
         task = asyncio.get_running_loop().create_task(self._prepare(job, ref), name=f"job:{job.id}")
         self._tasks[job.id] = task
         task.add_done_callback(lambda _t, i=job.id: self._tasks.pop(i, None))
-        return job
 
     async def launch(
         self,
@@ -420,7 +429,17 @@ class JobManager:
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 current = self.store.get(job.id)
-                if not current.terminal:
+                if current.terminal:
+                    pass
+                elif self._keep_on_close:
+                    # The console closes: the job waits for the next one (`_reap_orphans`
+                    # continues it, or adopts it from its host if it was being started).
+                    self._update(
+                        job.id,
+                        detail=f"its console closed while {current.state}; the next console "
+                        "continues it",
+                    )
+                else:
                     self._update(
                         job.id, state=J.CANCELLED, finished_at=self.clock(), detail="stopped"
                     )
@@ -489,17 +508,42 @@ class JobManager:
             if job.state == J.STARTING and await self._adopt(job):
                 changed.append(job.id)
                 continue
-            if job.state == J.STARTING:
-                reason = (
-                    "the console starting it stopped before the job started: "
-                    f"~/.cache/dflash-tui/jobs/{job.id} on {job.host} has no running job; "
-                    "run the eval again"
-                )
-            else:
-                reason = f"the console preparing it stopped while {job.state}; run the eval again"
+            if job.state != J.STARTING:
+                if self._resume(job):
+                    changed.append(job.id)
+                continue
+            reason = (
+                "the console starting it stopped before the job started: "
+                f"~/.cache/dflash-tui/jobs/{job.id} on {job.host} has no running job; "
+                "run the eval again"
+            )
             self._update(job.id, state=J.FAILED, error=reason, finished_at=self.clock())
             changed.append(job.id)
         return changed
+
+    def _resume(self, job: Job) -> bool:
+        """Take over a queued/relaying/uploading job whose console stopped: its preparation
+        runs again here (the relay resumes an interrupted copy). Without `resume_preparing`
+        the job only says what will continue it. True when the row changed."""
+        if not self.resume_preparing:
+            note = (
+                f"its console stopped while {job.state}; the console (dflash-tui) continues "
+                "it, or `dflash-tui cancel` it"
+            )
+            if job.detail == note:
+                return False
+            self._update(job.id, detail=note)
+            return True
+        if self._keep_on_close or not self.store.claim(
+            job, self._pid, self._pid_start, self.clock()
+        ):
+            return False  # closing, or another console took it first
+        ref = CheckpointRef(
+            job.checkpoint, job.checkpoint_host, job.checkpoint_path, job.step, job.run
+        )
+        self._update(job.id, detail="continuing its preparation (its console stopped)")
+        self._spawn(self.store.get(job.id), ref)
+        return True
 
     async def _adopt(self, job: Job) -> bool:
         """Take over a job that its dead console submitted but never recorded as running
@@ -809,8 +853,13 @@ class JobManager:
 
     # ------------------------------------------------------------------ shutdown
 
-    async def close(self) -> None:
-        """Stop preparing jobs of this process (they are marked cancelled); remote jobs run on."""
+    async def close(self, *, keep_preparing: bool = True) -> None:
+        """Stop this process's preparation work; remote jobs run on.
+
+        Jobs still being prepared wait, as they are, for the next console to continue
+        them (`keep_preparing`), or are marked cancelled (a command stopped by Ctrl-C).
+        """
+        self._keep_on_close = keep_preparing
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
