@@ -84,6 +84,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("leaderboard.baseline", "mark_baseline", "Baseline", "Make the selected checkpoint this suite's baseline", "b", "Evals", footer=True, needs="leaderboard", picks=True),
     Action("leaderboard.suite", "next_suite", "Next suite", "Show the next suite's leaderboard", "s", "Evals", footer=True, needs="leaderboard"),
     Action("leaderboard.tasks", "open_tasks", "Tasks", "Show the selected checkpoint's results per task", "enter", "Evals", (WIDGET,), needs="leaderboard", picks=True),
+    Action("leaderboard.progress", "toggle_progress", "Progress", "Plot the run's eval results against training step, baseline as a line (again to go back)", "p", "Evals", (MAIN, PROGRESS), footer=(PROGRESS,), needs="run"),
     Action("jobs.cancel", "cancel_job", "Cancel job", "Cancel the selected eval job (asks first)", "x", "Evals", footer=True, needs="job", picks=True),
     # Transfers
     Action("transfers.relay", "open_relay_form", "Relay", "Copy a file or directory between hosts, verified", "t", "Transfers"),

@@ -33,7 +33,7 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -172,6 +172,36 @@ class SessionAPI(Protocol):
     async def start_eval(self, checkpoint: Any, suite: str) -> Any: ...
     async def cancel_job(self, job_id: str) -> Any: ...
     def set_baseline(self, suite: str, checkpoint: str | None) -> None: ...
+    async def evaluate_missing_baselines(self) -> list[Any]:
+        """Queue an eval of each suite's baseline that has no result yet and no job that
+        could still give one (a failed or cancelled one is tried again); returns the
+        jobs started. Without the baseline's numbers there are no ratios and no
+        baseline line in the progress plot."""
+        manager = self._manager
+        if manager is None:
+            return []
+        from dflash_tui.evals.leaderboard import choose_baseline
+
+        started = []
+        jobs = manager.jobs()
+        for suite in self.config.suites:
+            baseline, _ = choose_baseline(self.config, manager.results, suite.name)
+            if baseline is None or manager.results.results(suite.name, baseline):
+                continue
+            if any(
+                j.suite == suite.name
+                and j.checkpoint == baseline
+                and j.state not in ("failed", "cancelled", "lost")
+                for j in jobs
+            ):
+                continue
+            job = await manager.start_eval(baseline, suite.name)
+            log.info("baseline %s on %s queued as job %s", baseline, suite.name, job.id)
+            started.append(job)
+        return started
+
+    def progress(self, run: str, suite: str | None = None) -> Any | None: ...
+    def auto_eval_waiting(self, suite: str) -> frozenset[str]: ...
 
 
 # --------------------------------------------------------------------------- the session
@@ -215,6 +245,7 @@ class ConsoleSession:
         self._tasks: list[asyncio.Task[None]] = []
         self.evals_error: str | None = None
         self._started = False
+        self._after_start: list[tuple[str, Callable[[], Awaitable[None]]]] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -226,6 +257,24 @@ class ConsoleSession:
         self._unsubscribe_monitor = self.monitor.subscribe(self._on_monitor_event)
         await self.monitor.start()
         self._start_evals()
+        loop = asyncio.get_running_loop()
+        for name, factory in self._after_start:
+            self._tasks.append(loop.create_task(self._guarded(name, factory), name=name))
+
+    def after_start(self, name: str, factory: Callable[[], Awaitable[None]]) -> None:
+        """Run `factory()` as a task of the session once it has started (cancelled by
+        `stop()`, like the session's own tasks); for a caller's start-up work, such as
+        the demo evaluating its baseline once its eval assets exist."""
+        self._after_start.append((name, factory))
+
+    @staticmethod
+    async def _guarded(name: str, factory: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await factory()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # start-up extras must not take the console down
+            log.exception("%s failed", name)
 
     def _start_evals(self) -> None:
         try:
@@ -430,6 +479,49 @@ class ConsoleSession:
             raise RuntimeError(self.evals_error or "eval jobs are not started yet")
         self._manager.results.set_baseline(suite, checkpoint, self.clock())
         self._results_changed()
+
+    def progress(self, run: str, suite: str | None = None) -> Any | None:
+        """`evals.progress.RunProgress` of `run` on `suite` (None: the run's first suite
+        with results, its auto_eval suites first); None when evals are unavailable or
+        the run has no suite at all. Reads the results store: call it when results change."""
+        if self._manager is None:
+            return None
+        from dflash_tui.evals.progress import run_progress
+
+        try:
+            found = run_progress(self.config, self._manager.results, run, suite)
+        except (sqlite3.Error, ValueError) as exc:
+            log.warning("cannot build the progress of %s: %s", run, exc)
+            return None
+        if not found and self.config.suites:  # nothing yet: say so on the first suite
+            found = run_progress(
+                self.config, self._manager.results, run, self.config.suites[0].name
+            )
+        return found[0] if found else None
+
+    def auto_eval_waiting(self, suite: str) -> frozenset[str]:
+        """Checkpoints the auto-eval will queue on `suite` when a slot frees: complete,
+        of a run whose `auto_eval` lists the suite, with no job for it yet (whether
+        they have a result is the leaderboard's to say). Empty without auto-eval."""
+        sweep, manager = self._sweep, self._manager
+        if sweep is None or manager is None:
+            return frozenset()
+        from dflash_tui.evals.sweep import already_handled
+
+        try:
+            jobs = manager.jobs()
+        except sqlite3.Error as exc:
+            log.warning("cannot read jobs: %s", exc)
+            return frozenset()
+        waiting = set()
+        for run in sweep.runs:
+            if suite not in run.auto_eval:
+                continue
+            state = sweep.state.get(run.name)
+            for status in state.statuses if state is not None else ():
+                if status.complete and not already_handled(jobs, status.ref, suite):
+                    waiting.add(status.ref.name)
+        return frozenset(waiting)
 
     async def _jobs_loop(self) -> None:
         """Poll unfinished jobs and collect finished ones; idle while there are none."""

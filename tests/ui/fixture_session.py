@@ -16,11 +16,12 @@ from dflash_tui.config import Config, parse_config
 from dflash_tui.evals.estimate import estimate_tau
 from dflash_tui.evals.jobs import Job
 from dflash_tui.evals.leaderboard import Leaderboard, Row
+from dflash_tui.evals.progress import MetricSeries, Point, RunProgress
 from dflash_tui.monitor.gpu import GpuInfo
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
 from dflash_tui.monitor.views import HostView, LinesAppended, LogLine, RunUpdated, RunView
-from dflash_tui.session import LeaderboardChanged, TransferView
+from dflash_tui.session import JobsChanged, LeaderboardChanged, TransferView
 
 NOW = 1_750_000_000.0  # frozen clock: 2025-06-15 15:06:40 UTC
 
@@ -321,6 +322,32 @@ def default_board(baseline: str = "zlab") -> Leaderboard:
     )
 
 
+def default_progress(run: str, board: Leaderboard, extra: tuple[Row, ...] = ()) -> RunProgress:
+    """The run's progress as `evals.progress` builds it, from the fixture's leaderboard."""
+    rows = [r for r in (*board.rows, *extra) if r.run == run and r.metrics and r.step]
+    base = next((r.metrics for r in board.rows if r.baseline), {})
+    series = {
+        m: MetricSeries(
+            m,
+            tuple(
+                sorted(
+                    (
+                        Point(r.step or 0, r.metrics[m], r.checkpoint, r.created_at or NOW)
+                        for r in rows
+                        if m in r.metrics
+                    ),
+                    key=lambda p: p.step,
+                )
+            ),
+            base.get(m),
+        )
+        for m in board.columns
+        if any(m in r.metrics for r in rows)
+    }
+    note = None if rows else f"no results of run {run} on {board.suite} yet"
+    return RunProgress(run, board.suite, board.baseline, series, note)
+
+
 class FixtureSession:
     """Fixed snapshots; `set_run` / `append_lines` change them and emit the events."""
 
@@ -342,6 +369,9 @@ class FixtureSession:
         self._baseline = "zlab"
         self.evals_started: list[tuple[str, str]] = []
         self.cancelled: list[str] = []
+        self.progress_reads: list[tuple[str, str | None]] = []
+        self.extra_results: tuple[Row, ...] = ()  # results added by a test (add_result)
+        self.waiting: dict[str, frozenset[str]] = {}  # what the auto-eval queues next
 
     # ---- SessionAPI
     def now(self) -> float:
@@ -419,6 +449,13 @@ class FixtureSession:
         self._baseline = checkpoint or "zlab"
         self.emit(LeaderboardChanged())
 
+    def progress(self, run: str, suite: str | None = None) -> RunProgress | None:
+        self.progress_reads.append((run, suite))
+        return default_progress(run, default_board(self._baseline), self.extra_results)
+
+    def auto_eval_waiting(self, suite: str) -> frozenset[str]:
+        return self.waiting.get(suite, frozenset())
+
     # ---- test helpers
     def emit(self, event: Any) -> None:
         for callback in list(self._subscribers):
@@ -441,6 +478,15 @@ class FixtureSession:
         )
         self.emit(LinesAppended(name, seq + 1, lines[-1].seq))
         self.emit(RunUpdated(name, view.seq + 1))
+
+    def add_result(self, checkpoint: str, run: str, step: int, **metrics: float) -> None:
+        """A result arrived (as the session's collect would store it)."""
+        row = Row(checkpoint, metrics, {}, step=step, run=run, created_at=self.clock_value)
+        self.extra_results = (*self.extra_results, row)
+        self.emit(LeaderboardChanged())
+
+    def emit_jobs_changed(self) -> None:
+        self.emit(JobsChanged())
 
     def set_transfers(self, transfers: tuple[TransferView, ...]) -> None:
         self._transfers = transfers

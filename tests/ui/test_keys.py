@@ -21,6 +21,7 @@ from dflash_tui.ui.screens.detail import DetailScreen
 from dflash_tui.ui.screens.help import HelpScreen
 from dflash_tui.ui.screens.log_full import LogScreen
 from dflash_tui.ui.screens.main import MainScreen
+from dflash_tui.ui.screens.progress import ProgressScreen
 from dflash_tui.ui.screens.relay_form import RelayForm
 from dflash_tui.ui.screens.tasks import TasksScreen
 from tests.ui.fixture_session import FixtureSession, fixture_config
@@ -50,6 +51,7 @@ TESTED = {
     "leaderboard.baseline": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
     "leaderboard.suite": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
     "leaderboard.tasks": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
+    "leaderboard.progress": "test_p_plots_the_runs_progress_and_redraws_on_new_results",
     "jobs.cancel": "test_x_cancels_the_selected_job_after_asking",
 }
 
@@ -97,8 +99,8 @@ async def test_help_lists_every_binding(make_app) -> None:
         assert isinstance(app.screen, MainScreen) and app.return_code is None
 
 
-async def test_palette_lists_every_action_with_its_key(make_app) -> None:
-    app = make_app()
+async def test_palette_lists_every_action_with_its_key(make_app, session: FixtureSession) -> None:
+    app = make_app(session)
     async with app.run_test(size=(120, 40)) as pilot:
 
         def listed() -> dict[str, bool]:
@@ -109,26 +111,41 @@ async def test_palette_lists_every_action_with_its_key(make_app) -> None:
                 if a.palette
             }
 
-        # Every action available where the palette opens is listed with its key, no other.
-        shown = listed()
-        assert all(shown[i] for i in shown if not i.startswith(("leaderboard.", "jobs.")))
-        assert not any(shown[i] for i in ("leaderboard.evaluate", "jobs.cancel"))
-        await pilot.press("5")
-        await pilot.pause()
-        shown = listed()
-        assert shown["leaderboard.evaluate"] and shown["leaderboard.tasks"]
-        assert not shown["jobs.cancel"]
-        await pilot.press("1")
-        await pilot.press("ctrl+p")
-        await pilot.pause()
-        assert CommandPalette.is_open(app)
-        await pilot.press(*"Follow")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        await pilot.press("enter")
-        await pilot.pause()
-        assert not CommandPalette.is_open(app)
+        # Every action of the screen is listed with its key, available here or not:
+        # searching "eval" finds Evaluate while the runs table has focus.
+        assert all(listed().values())
+
+        async def choose(text: str) -> None:
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            assert CommandPalette.is_open(app)
+            assert str(app.screen.query_one("SearchIcon").render()) == ">"  # no emoji
+            await pilot.press(*text)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            await pilot.press("enter")
+            await pilot.pause()
+            await pilot.pause()
+            assert not CommandPalette.is_open(app)
+
+        await choose("Follow")
         assert app.follow is False
+        # An action on a row the user picks: the pane is focused, nothing is started.
+        await choose("Evaluate")
+        assert app.screen.pane_of(app.focused) == "leaderboard"
+        assert session.evals_started == []
+        await pilot.press("j", "j", "j", "e")  # the hint's advice
+        await app.workers.wait_for_complete()
+        assert session.evals_started == [("slammed5/step-3000", "coding10")]
+        # One that needs only the pane: focused, then run.
+        await pilot.press("1")
+        await choose("Next suite")
+        assert app.screen.pane_of(app.focused) == "leaderboard"
+        assert app.suite_index == 1
+        await pilot.press("1")
+        await choose("Cancel job")
+        assert app.screen.pane_of(app.focused) == "jobs"
+        assert session.cancelled == [] and not isinstance(app.screen, ConfirmScreen)
 
 
 async def test_r_asks_the_session_to_refresh(make_app, session: FixtureSession) -> None:
@@ -319,3 +336,72 @@ async def test_x_cancels_the_selected_job_after_asking(make_app, session: Fixtur
         await pilot.press("x", "y")
         await app.workers.wait_for_complete()
         assert session.cancelled == ["20250615-150440-ab12"]
+
+
+async def test_p_plots_the_runs_progress_and_redraws_on_new_results(
+    make_app, session: FixtureSession
+) -> None:
+    from dflash_tui.ui.panes.progress import ProgressChart, ProgressPane
+
+    app = make_app(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("5")  # the leaderboard: p plots the run of the row under the cursor
+        await pilot.pause()
+        await pilot.press("j", "p")
+        await pilot.pause()
+        assert isinstance(app.screen, ProgressScreen)
+        assert (app.screen.run, app.screen.suite) == ("slammed5", "coding10")
+        pane = app.screen.query_one(ProgressPane)
+        assert pane.plot_draws == 1
+        series = pane.progress.series["tau_top1"]
+        assert series.steps == [1000, 2000] and series.baseline == 4.2
+        captions = [str(c.render()) for c in app.screen.query(".caption")]
+        assert captions[0] == "tau_top1  latest 3.11 (step 2000)  zlab 4.20  74%"
+        assert "acc" in captions[1] and "streak_top1" in captions[2]
+        plot = pane.query_one(ProgressChart).query_one("PlotextPlot")
+        assert "─" * 20 in str(plot.render())  # the baseline across the chart
+        # A result arrives: the chart grows without a key press.
+        session.add_result("slammed5/step-3000", "slammed5", 3000, tau_top1=3.6, acc=0.41)
+        app.flush_now()
+        await pilot.pause()
+        assert pane.progress.series["tau_top1"].steps == [1000, 2000, 3000]
+        assert pane.plot_draws == 2
+        assert "latest 3.60 (step 3000)" in str(app.screen.query(".caption").first().render())
+        await pilot.press("p")  # again: back
+        assert isinstance(app.screen, MainScreen)
+        # From the runs table it plots the selected run; escape also goes back.
+        await pilot.press("1", "p")
+        await pilot.pause()
+        assert isinstance(app.screen, ProgressScreen) and app.screen.run == "slammed5"
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+        # Nothing is read while no progress screen is open.
+        reads = len(session.progress_reads)
+        session.add_result("slammed5/step-4000", "slammed5", 4000, tau_top1=3.7)
+        app.flush_now()
+        await pilot.pause()
+        assert len(session.progress_reads) == reads
+
+
+async def test_help_scrolls_with_j_k_space_and_paging_keys(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        scroll = app.screen.query_one("#help-scroll")
+        assert scroll.max_scroll_y > 0 and scroll.scroll_y == 0
+        await pilot.press("j", "j")
+        assert scroll.scroll_y == 2
+        await pilot.press("k")
+        assert scroll.scroll_y == 1
+        await pilot.press("space")
+        paged = scroll.scroll_y
+        assert paged > 10
+        await pilot.press("pageup")
+        assert scroll.scroll_y < paged
+        await pilot.press("end")
+        assert scroll.scroll_y == scroll.max_scroll_y
+        await pilot.press("home")
+        assert scroll.scroll_y == 0
+        await pilot.press("pagedown")
+        assert scroll.scroll_y > 10

@@ -36,3 +36,15 @@ def test_hosts_tab_80x24(snap_compare, make_app) -> None:
 
 def test_leaderboard_tab_80x24(snap_compare, make_app) -> None:
     assert snap_compare(make_app(), terminal_size=(80, 24), press=["5"], run_before=settle)
+
+
+def test_main_screen_200x60(snap_compare, make_app) -> None:
+    # Split: the leaderboard beside the jobs / hosts tabs; the runs table fills its width.
+    assert snap_compare(make_app(), terminal_size=(200, 60), run_before=settle)
+
+
+def test_progress_screen_80x24(snap_compare, make_app) -> None:
+    # The leaderboard's slammed5/step-2000 row, then p: its run's metrics against step.
+    assert snap_compare(
+        make_app(), terminal_size=(80, 24), press=["5", "j", "p"], run_before=settle
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from dflash_tui.config import load_config
 from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.remote.reachability import check_hosts
+from dflash_tui.session import ConsoleSession
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -80,13 +82,42 @@ async def _serve(cluster: DemoCluster, print_config: bool) -> int:
     return 0
 
 
+BASELINE_WAIT_S = 600.0  # building the eval assets (torch) takes well under a minute
+
+
+async def evaluate_baseline_when_ready(
+    cluster: DemoCluster, session: ConsoleSession, poll_s: float = 1.0
+) -> None:
+    """Once the demo's eval assets exist, evaluate each suite's baseline (once).
+
+    The demo's auto-eval only evaluates the trainer's checkpoints; without the
+    baseline's numbers the leaderboard has no ratios and the progress plot no
+    baseline line. The assets are built in a thread of the cluster: we poll for
+    them rather than wait on the thread, so quitting never waits for torch.
+    """
+    if not cluster.build_eval_assets:
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + BASELINE_WAIT_S
+    while cluster.eval_assets is None and loop.time() < deadline:
+        await asyncio.sleep(poll_s)
+    assets = cluster.eval_assets
+    if assets is not None and assets.ok:
+        await session.evaluate_missing_baselines()
+
+
 def _console(cluster: DemoCluster) -> int:
     from dflash_tui.commands.tui import open_console
+
+    def setup(session: ConsoleSession) -> None:
+        session.after_start(
+            "demo:baseline", functools.partial(evaluate_baseline_when_ready, cluster, session)
+        )
 
     print("starting the demo cluster...", flush=True)
     try:
         with cluster.serve_in_thread() as path:
-            return open_console(load_config(path))
+            return open_console(load_config(path), setup)
     except OSError as exc:
         raise CommandError(str(exc), 1) from None
 

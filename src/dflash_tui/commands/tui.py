@@ -7,9 +7,14 @@ other command start without it.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dflash_tui.config import Config, load_config
 from dflash_tui.keymap import check_keymap
+
+if TYPE_CHECKING:
+    from dflash_tui.session import ConsoleSession
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -23,13 +28,19 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
-def open_console(config: Config) -> int:
-    """Run the console on `config` in this terminal; returns the exit status."""
+def open_console(config: Config, setup: Callable[[ConsoleSession], None] | None = None) -> int:
+    """Run the console on `config` in this terminal; returns the exit status.
+
+    `setup` sees the session before it starts (the demo adds its start-up work).
+    """
     check_keymap(config)
     from dflash_tui.session import ConsoleSession
     from dflash_tui.ui.app import run_console
 
-    return run_console(ConsoleSession(config))
+    session = ConsoleSession(config)
+    if setup is not None:
+        setup(session)
+    return run_console(session)
 
 
 def run(args: argparse.Namespace) -> int:

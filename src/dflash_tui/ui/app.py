@@ -37,7 +37,7 @@ from dflash_tui.session import JobsChanged as CoreJobsChanged
 from dflash_tui.session import LeaderboardChanged as CoreLeaderboardChanged
 from dflash_tui.session import TransfersChanged as CoreTransfersChanged
 from dflash_tui.ui import actions, messages
-from dflash_tui.ui.glyphs import use_common_glyphs
+from dflash_tui.ui.glyphs import AsciiCommandPalette, use_common_glyphs
 from dflash_tui.ui.panes.base import PaneMixin
 from dflash_tui.ui.panes.header import HeaderBar
 from dflash_tui.ui.panes.hosts import HostsPane
@@ -50,13 +50,16 @@ from dflash_tui.ui.screens.confirm import ConfirmScreen
 from dflash_tui.ui.screens.detail import DetailScreen
 from dflash_tui.ui.screens.help import HelpScreen
 from dflash_tui.ui.screens.log_full import LogScreen
-from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_wide
+from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_split, wants_wide
+from dflash_tui.ui.screens.progress import ProgressScreen
 from dflash_tui.ui.screens.relay_form import RelayForm
 from dflash_tui.ui.screens.tasks import TasksScreen
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 
 VIEWS_FLUSH_S = 1.0
 LINES_FLUSH_S = 0.25
+NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
+"""The pane an action that needs a selection there works in (the palette goes there)."""
 
 
 class DflashApp(App[int]):
@@ -112,7 +115,8 @@ class DflashApp(App[int]):
         return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
     def get_default_screen(self) -> Screen:
-        return MainScreen(wide=wants_wide(self.size.width, self.size.height))
+        width, height = self.size
+        return MainScreen(wide=wants_wide(width, height), split=wants_split(width, height))
 
     def on_mount(self) -> None:
         self.theme = THEME_NAME
@@ -136,12 +140,12 @@ class DflashApp(App[int]):
         raise LookupError("no main screen")
 
     async def on_resize(self, event: events.Resize) -> None:
-        wide = wants_wide(event.size.width, event.size.height)
+        width, height = event.size
+        wide, split = wants_wide(width, height), wants_split(width, height)
         main = self.main
-        if wide == main.wide:
+        if (wide or split, split) == (main.wide, main.split):
             return
-        main.wide = wide
-        main.set_class(wide, "-wide")
+        main.set_layout(wide, split)
         focused = main.pane_of(self.focused) if self.screen is main else None
         self._main_ready = False
         try:
@@ -245,6 +249,7 @@ class DflashApp(App[int]):
                 self.fill_jobs()  # a hidden pane is only marked: it refills when shown
             if self._dirty_evals:
                 self.fill_leaderboard()
+                self.fill_progress()  # new results: the progress chart grows
             self._dirty_transfers = self._dirty_evals = False
             screen = self.screen
             if isinstance(screen, DetailScreen) and screen.run in dirty:
@@ -299,6 +304,7 @@ class DflashApp(App[int]):
             "hosts": self.fill_hosts,
             "leaderboard": self.fill_leaderboard,
             "jobs": self.fill_jobs,
+            "progress": self.fill_progress,
         }[name]()
 
     def fill_header(self) -> None:
@@ -356,14 +362,26 @@ class DflashApp(App[int]):
             pane.mark_outdated()  # building the leaderboard reads the results store
             return
         session = self.session
+        boards = session.leaderboards()
         pane.update_leaderboard(
             session.evals_available,
-            session.leaderboards(),
+            boards,
             session.jobs(),
             session.now(),
             self.suite_index,
             error=getattr(session, "evals_error", None),
+            waiting={b.suite: session.auto_eval_waiting(b.suite) for b in boards},
         )
+
+    def fill_progress(self) -> None:
+        """Refill the progress screen, if one is open (a results-store read: only then)."""
+        for screen in self.screen_stack:
+            if isinstance(screen, ProgressScreen):
+                pane = screen.pane
+                if not pane.visible_now:
+                    pane.mark_outdated()  # a modal covers it: refilled when shown
+                    continue
+                pane.update_progress(screen.run, self.session.progress(screen.run, screen.suite))
 
     def fill_jobs(self) -> None:
         pane = self.main.query_one(JobsPane)
@@ -449,15 +467,58 @@ class DflashApp(App[int]):
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The palette: every action reachable on `screen`, titled with its key."""
+        """The palette: every action reachable on `screen`, titled with its key.
+
+        Actions that need something not selected here are listed too (searching
+        "eval" must find Evaluate wherever the palette opens); choosing one goes
+        to the pane it works in first (see `run_from_palette`).
+        """
         name = getattr(screen, "screen_name", None)
         for a in actions.for_screen(name):
             if not a.palette:
                 continue
-            if a.needs is not None and not self._available(a.needs):
-                continue
             keys = actions.display_keys(actions.effective_keys(a, self.user_keymap))
-            yield SystemCommand(f"{a.title} ({keys})", a.help, partial(self.run_action, a.action))
+            help_text = a.help
+            pane = NEEDS_PANE.get(a.needs or "")
+            if pane is not None and not self._available(a.needs or ""):
+                help_text += f" (goes to the {pane} pane)"
+            yield SystemCommand(f"{a.title} ({keys})", help_text, partial(self.run_from_palette, a))
+
+    async def run_from_palette(self, action: actions.Action) -> None:
+        """Run a palette choice; one that needs a pane's selection focuses that pane first.
+
+        An action on a row the user must pick (evaluate, baseline, cancel...)
+        is not run on whatever row the cursor happens to be on: the pane is
+        focused and a hint says which key to press on the right row.
+        """
+        if action.needs is None or self._available(action.needs):
+            await self.run_action(action.action)
+            return
+        pane = NEEDS_PANE.get(action.needs)
+        keys = actions.display_keys(actions.effective_keys(action, self.user_keymap))
+        if pane is None or not self._live() or self.screen is not self.main:
+            self.notify(f"{action.title}: select a run first", timeout=4)
+            return
+        self.action_show_pane(pane)
+        # The focus moved while the palette covered the screen: the footer missed it.
+        self.call_after_refresh(self.main.refresh_bindings)
+        if action.picks:
+            what = "checkpoint" if pane == "leaderboard" else "job"
+            self.notify(f"{action.title}: pick a {what} here (j/k), then press {keys}", timeout=6)
+            return
+
+        def when_focused() -> None:
+            if self._available(action.needs or ""):
+                self.call_later(self.run_action, action.action)
+            else:
+                self.notify(f"{action.title}: nothing to act on in the {pane} pane yet", timeout=4)
+
+        self.call_after_refresh(when_focused)
+
+    def action_command_palette(self) -> None:
+        """Textual's palette, with glyphs every terminal font has (ui/glyphs.py)."""
+        if self.use_command_palette and not AsciiCommandPalette.is_open(self):
+            self.push_screen(AsciiCommandPalette(id="--command-palette"))
 
     def get_key_display(self, binding: Binding) -> str:
         return actions.display_key(binding.key)
@@ -577,6 +638,33 @@ class DflashApp(App[int]):
         detailed = self.session.leaderboard(board.suite, tasks=True)
         if detailed is not None:
             self.push_screen(TasksScreen(detailed, row.checkpoint))
+
+    def _progress_target(self) -> tuple[str | None, str | None]:
+        """(run, suite) for the progress screen: the leaderboard row's run when the
+        leaderboard has focus and the row belongs to one, else the selected run; the
+        leaderboard's current suite (None: the session picks the run's)."""
+        run = self.selected_run
+        suite = None
+        with contextlib.suppress(NoMatches, LookupError):
+            main = self.main
+            pane = main.query_one(LeaderboardPane)
+            board = pane.board
+            suite = board.suite if board is not None else None
+            row = pane.selected_row if main.pane_of(self.focused) == "leaderboard" else None
+            if row is not None and row.run:
+                run = row.run
+        return run, suite
+
+    async def action_toggle_progress(self) -> None:
+        if isinstance(self.screen, ProgressScreen):
+            self.pop_screen()
+            return
+        run, suite = self._progress_target()
+        if run is None:
+            self.notify("no run to plot: select a run or a run's checkpoint first", timeout=4)
+            return
+        await self.push_screen(ProgressScreen(run, suite))  # composed before it is filled
+        self.fill_progress()
 
     def action_cancel_job(self) -> None:
         job = self.main.query_one(JobsPane).selected_job

@@ -2,13 +2,19 @@
 
 Textual draws scrollbar thumb ends with eighth-block characters (U+2581..,
 U+2589..), which several common monospace fonts lack; our scrollbars use
-whole cells instead. Everything else we draw uses ASCII, box drawing, the
-full and light-shade blocks, arrows and bullets.
+whole cells instead. Inputs, buttons and the command palette get box-drawing
+borders in app.tcss instead of Textual's eighth-block `tall`/`hkey` ones, and
+the palette's search icon (an emoji, two cells wide in some terminals and
+none in others) is a plain `>`. Everything else we draw uses ASCII, box
+drawing, the full and light-shade blocks, arrows and bullets.
 """
 
 from __future__ import annotations
 
+from textual.command import CommandPalette, SearchIcon
 from textual.scrollbar import ScrollBar, ScrollBarRender
+
+SEARCH_ICON = ">"
 
 
 class WholeCellScrollBarRender(ScrollBarRender):
@@ -21,3 +27,11 @@ class WholeCellScrollBarRender(ScrollBarRender):
 def use_common_glyphs() -> None:
     """Install the whole-cell scrollbar (Textual's documented customisation point)."""
     ScrollBar.renderer = WholeCellScrollBarRender
+
+
+class AsciiCommandPalette(CommandPalette):
+    """Textual's command palette with an ASCII search icon."""
+
+    def on_mount(self) -> None:
+        for icon in self.query(SearchIcon):
+            icon.icon = SEARCH_ICON

@@ -1,5 +1,10 @@
-"""The one-line header: config name, clock time of the last refresh (the last host
-probe), runs counted by state, hosts up."""
+"""The one-line header: runs counted by state, hosts up (and down), the clock time of
+the last refresh (the last host probe), and the config's name.
+
+The counts come first and the config's name last: a long name (a deep path,
+a long file name) is what gets cut at 80 columns, never the news that a
+host is down.
+"""
 
 from __future__ import annotations
 
@@ -48,7 +53,7 @@ class HeaderBar(Static):
         out = Text(no_wrap=True, overflow="ellipsis")
         if self.size.width >= 100:
             out.append(" dflash-tui ", style("title"))
-        out.append(f" {config_name}  {fmt.clock(refreshed_at)}  ")
+        out.append(" ")
         counts = Counter(r.state.value for r in runs)
         for state in ORDER:
             if counts.get(state):
@@ -59,6 +64,10 @@ class HeaderBar(Static):
         out.append(f" hosts {up}/{len(hosts)} up")
         if down:
             out.append(f" {down} down", style("dead"))
+        out.append(f"  {fmt.clock(refreshed_at)}  ")
+        room = max(12, (self.size.width or 80) - out.cell_len - 1)
+        # A path is cut at its start: the file's own name is the part that tells configs apart.
+        out.append(config_name if len(config_name) <= room else ".." + config_name[2 - room :])
         if out.plain != self._shown[0] or out.spans != self._shown[1]:
             self._shown = (out.plain, list(out.spans))
             self.update(out, layout=False)  # one fixed line: no layout pass

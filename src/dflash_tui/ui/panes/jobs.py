@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
+from dflash_tui.evals.jobs import PENDING_NOTE
 from dflash_tui.session import TransferView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.panes.base import PaneMixin
@@ -28,6 +29,8 @@ NO_JOBS = (
 )
 NO_EVALS = "Eval jobs will appear here once eval support is available."
 NO_TRANSFERS = "No transfers yet. Press t to copy a checkpoint between hosts (verified, resumable)."
+
+MAX_TABLE_LINES = 12  # the header and 11 jobs; more scroll inside the table
 
 STATE_STYLE = {
     "running": "running",
@@ -41,6 +44,24 @@ STATE_STYLE = {
     "uploading": "running",
     "starting": "running",
 }
+
+
+def job_state(job: Any) -> tuple[str, str]:
+    """What the state and detail columns say about `job`.
+
+    A job waiting in a Slurm queue is `running` to the job store (it has
+    left our hands) but not to a person: its state column says `pending
+    (Resources)`, where an 80-column terminal still shows it, not only the
+    last column.
+    """
+    detail = job.describe()
+    if (
+        job.state == "running"
+        and job.progress is None
+        and (job.detail or "").startswith(PENDING_NOTE)
+    ):
+        return job.detail, ""
+    return job.state, detail
 
 
 class JobsTable(DataTable):
@@ -67,7 +88,7 @@ class JobsPane(PaneMixin, VerticalScroll):
     }
     DEFAULT_CSS = """
     JobsPane > Static { width: 1fr; height: auto; }
-    JobsPane > JobsTable { height: auto; max-height: 12; }
+    JobsPane > JobsTable { height: auto; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -159,8 +180,12 @@ class JobsPane(PaneMixin, VerticalScroll):
             for key in ("job", "state", "checkpoint", "suite", "host", "progress", "detail"):
                 table.add_column(key, key=key)
         table.clear()
+        widths = [len(str(c.label)) for c in table.ordered_columns]
         for job in self._jobs:
-            style = self._style(STATE_STYLE.get(job.state, "dim"))
+            state, detail = job_state(job)
+            style = self._style(
+                "stalled" if state.startswith(PENDING_NOTE) else STATE_STYLE.get(job.state, "dim")
+            )
             progress = job.progress
             bar = (
                 fmt.bar(progress, 10) + f" {fmt.percent(progress):>4}"
@@ -168,19 +193,28 @@ class JobsPane(PaneMixin, VerticalScroll):
                 else ""
             )
             age = self._now - (job.finished_at or job.started_at or job.created_at)
-            detail = job.describe()
             if job.state == "done" and job.collected_at is None:
                 detail += " (collecting)"
-            table.add_row(
+            cells = (
                 Text(job.id),
-                Text(job.state, style=style),
+                Text(state, style=style),
                 Text(fmt.clip(job.checkpoint, 28)),
                 Text(job.suite),
                 Text(job.host),
                 Text(bar, style=style),
-                Text(fmt.clip(f"{detail}  {fmt.short_duration(age)} ago", max(20, width - 90))),
-                key=job.id,
+                Text(
+                    fmt.clip(
+                        f"{detail}  {fmt.short_duration(age)} ago".lstrip(), max(20, width - 90)
+                    )
+                ),
             )
+            widths = [max(w, c.cell_len) for w, c in zip(widths, cells, strict=True)]
+            table.add_row(*cells, key=job.id)
+        # An explicit height, not `auto`: rows added while the tab was being switched in
+        # (after a re-layout) left an auto-height table 0 lines high. One more line for
+        # the horizontal scrollbar where the columns (each padded by 1) do not fit.
+        scrollbar = sum(w + 2 for w in widths) > self.scrollable_content_region.width
+        table.styles.height = min(MAX_TABLE_LINES, len(self._jobs) + 1) + scrollbar
         if selected is not None:
             ids = [j.id for j in self._jobs]
             if selected.id in ids:

@@ -3,14 +3,16 @@
 One suite at a time (`s` cycles); rows are the core's `Leaderboard` rows in
 its order: the metrics it lists, the sort metric's ratio to the baseline,
 the training step, and when it was measured (or the state of the job that
-is measuring it). `e` evaluates the selected checkpoint on this suite, `b`
-makes it the baseline, enter shows its per-task results. Until eval support
+is measuring it, or "waiting (auto-eval)" for a complete checkpoint the
+auto-eval queues when a slot frees). `e` evaluates the selected checkpoint
+on this suite, `b` makes it the baseline, enter shows its per-task results,
+`p` plots its run's progress over training. Until eval support
 is available (or no suite is configured), the pane says what will appear.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -29,6 +31,7 @@ PLACEHOLDER = (
     "they were measured. Define [[suites]] and [[checkpoints]] in hosts.toml; evals run as "
     "jobs on the suite's host (e on a row, or auto_eval on a run)."
 )
+WAITING = "waiting (auto-eval)"  # complete, queued by the auto-eval when a slot frees
 MAX_METRICS_COMPACT = 3
 MAX_METRICS_WIDE = 6
 
@@ -57,6 +60,7 @@ class LeaderboardPane(PaneMixin, Vertical):
         self._error: str | None = None
         self._now = 0.0
         self._shape: tuple[object, ...] = ()
+        self._waiting: dict[str, frozenset[str]] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(PLACEHOLDER, id="board-caption", markup=False)
@@ -74,8 +78,12 @@ class LeaderboardPane(PaneMixin, Vertical):
         now: float,
         suite_index: int = 0,
         error: str | None = None,
+        waiting: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
+        """Store what to show; `waiting` is, per suite, the checkpoints the auto-eval
+        queues next (they say so instead of "not evaluated")."""
         self._available, self._error = available, error
+        self._waiting = dict(waiting or {})
         self.boards, self._jobs, self._now = tuple(boards), tuple(jobs), now
         self.suite_index = suite_index % len(self.boards) if self.boards else 0
         self.draw_or_defer()
@@ -140,6 +148,7 @@ class LeaderboardPane(PaneMixin, Vertical):
         )
         out.append(f"  baseline {base}" + (f" ({how})" if how else ""))
         out.append(f"  sorted by {board.sort}")
+        out.append("  p: progress", self._style("dim"))  # not in the footer: it is full at 80
         if board.note:
             out.append(f"\n{board.note}", self._style("dim"))
         return out
@@ -170,6 +179,8 @@ class LeaderboardPane(PaneMixin, Vertical):
             cells.append(Text(job.describe(), style=self._style("job")))
         elif row.created_at is not None:
             cells.append(Text(f"{fmt.short_duration(self._now - row.created_at)} ago"))
+        elif row.checkpoint in self._waiting.get(board.suite, ()):
+            cells.append(Text(WAITING, style=self._style("job")))
         else:
             cells.append(Text("not evaluated (e)", style=self._style("dim")))
         return cells

@@ -6,6 +6,11 @@ to a Strip once, and rendered again only when its text changed; moving the
 cursor or scrolling repaints from those strips. With many runs updating every
 refresh this is a few row renders, not a re-render of every cell (the
 DataTable's cost, measured with bench/ui_idle.py).
+
+The tau column carries its basis in one character (DESIGN §4.7): `4.31~`
+is an independence estimate from per-position accuracies, `4.31*` one
+calibrated on the run's measured (acc, tau) pairs; the detail screen spells
+the basis out, the help screen and the column's tooltip explain the marks.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ COMPACT_COLUMNS = (
     Column("loss", "loss", 6, right=True),
     Column("acc", "acc", 6, right=True),
     Column("tok_s", "tok/s", 5, right=True),
-    Column("tau", "tau", 4, right=True),
+    Column("tau", "tau", 5, right=True),
     Column("age", "age", 4, right=True),
 )
 WIDE_COLUMNS = (
@@ -65,6 +70,38 @@ WIDE_COLUMNS = (
     Column("rate", "steps/s", 7, right=True),
     Column("lr", "lr", 8, right=True),
 )
+EPOCH_COLUMN = Column("epoch", "epoch", 6, right=True)
+REASON_MIN_WIDTH = 12  # narrower than this, the state's reason is left to the detail screen
+EPOCH_MIN_SPARE = 40  # epoch first only where the reason still gets a useful width
+
+
+def columns_for(wide: bool, width: int) -> tuple[Column, ...]:
+    """The columns for a table `width` cells wide: the fixed set, and where a wide
+    table has room, the epoch and the state's reason (why it is alive, stalled,
+    dead), which takes what is left so no columns stay empty."""
+    base = WIDE_COLUMNS if wide else COMPACT_COLUMNS
+    if not wide:
+        return base
+    spare = width - sum(c.width + 1 for c in base)
+    extra: list[Column] = []
+    if spare >= EPOCH_MIN_SPARE:
+        extra.append(EPOCH_COLUMN)
+        spare -= EPOCH_COLUMN.width + 1
+    if spare >= REASON_MIN_WIDTH:
+        extra.append(Column("reason", "why", spare - 1))
+    return base + tuple(extra)
+
+
+TAU_MARKERS = {"independence": "~", "calibrated": "*"}
+TAU_LEGEND = (
+    "tau: 4.31~ independence estimate from per-position accuracies; "
+    "4.31* calibrated on this run's measured (acc, tau) pairs"
+)
+
+
+def tau_marker(method: str) -> str:
+    """The one-character basis of a tau estimate (`evals.estimate.TauEstimate.method`)."""
+    return TAU_MARKERS.get(method, "")
 
 
 def _same(a: Text, b: Text) -> bool:
@@ -120,7 +157,7 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
     def __init__(self, *, wide: bool, id: str | None = None) -> None:
         super().__init__(id=id)
         self.wide = wide
-        self.columns_spec = WIDE_COLUMNS if wide else COMPACT_COLUMNS
+        self.columns_spec = columns_for(wide, 0)
         self.table_width = sum(c.width + 1 for c in self.columns_spec)
         self._views: tuple[RunView, ...] = ()
         self._now = 0.0
@@ -133,6 +170,7 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
         self._header: Strip | None = None
         self._shown: dict[str, tuple[tuple[object, ...], Strip]] = {}  # final line per row
         self.row_renders = 0  # rows rendered to strips (tests and the bench read it)
+        self.tooltip = TAU_LEGEND
 
     # ------------------------------------------------------------------ input
 
@@ -151,6 +189,29 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
         self._now = now
         self._selected = selected
         self.draw_or_defer()
+
+    @property
+    def scroll_width(self) -> int:
+        """The width to scroll over: every column but the reason, which fills what is
+        left and is cut rather than scrolled to. Scrollbars are decided before a resize
+        reaches us, on the old columns: a reason sized for the old width must not make
+        a horizontal scrollbar appear (and cost a row)."""
+        return sum(c.width + 1 for c in self.columns_spec if c.key != "reason")
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A new width may fit more (or fewer) columns: re-render every row once."""
+        columns = columns_for(self.wide, self.scrollable_content_region.width)
+        if columns == self.columns_spec:
+            return
+        self.columns_spec = columns
+        self.table_width = sum(c.width + 1 for c in columns)
+        self._texts.clear()
+        self._strips.clear()
+        self._cells.clear()
+        self._shown.clear()
+        self._header = None
+        self.virtual_size = Size(self.scroll_width, len(self._names) + 1)
+        self.redraw()
 
     def tick(self, now: float) -> None:
         """Ages moved on; redraw from the stored views."""
@@ -185,7 +246,7 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
                 self._texts.pop(gone, None)
                 self._strips.pop(gone, None)
                 self._cells.pop(gone, None)
-            self.virtual_size = Size(self.table_width, len(names) + 1)
+            self.virtual_size = Size(self.scroll_width, len(names) + 1)
             if self._selected in names:
                 self.cursor_row = names.index(self._selected)
             self.cursor_row = min(self.cursor_row, max(0, len(names) - 1))
@@ -293,7 +354,7 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
                 cells.append(self._pad(col, fmt.compact(view.tokens_per_s)))
             elif key == "tau":
                 tau = view.tau.value
-                text = fmt.DASH if tau is None else f"{tau:.2f}"
+                text = fmt.DASH if tau is None else f"{tau:.2f}{tau_marker(view.tau.method)}"
                 cells.append(self._pad(col, text, "" if tau is not None else self._style("dim")))
             elif key == "eta":
                 cells.append(self._pad(col, fmt.duration(view.eta_s)))
@@ -302,6 +363,11 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
                 cells.append(self._pad(col, fmt.DASH if rate is None else f"{rate:.2f}"))
             elif key == "lr":
                 cells.append(self._pad(col, fmt.DASH if view.lr is None else f"{view.lr:.2e}"))
+            elif key == "epoch":
+                epoch = view.epoch
+                cells.append(self._pad(col, fmt.DASH if epoch is None else f"{epoch:.2f}"))
+            elif key == "reason":
+                cells.append(self._pad(col, view.state_reason or "", self._style("dim")))
             elif key == "age":
                 age = view.age_s(self._now)
                 stale = age is not None and age > view.stall_after_s

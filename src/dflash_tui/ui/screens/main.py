@@ -2,10 +2,12 @@
 
 Compact (below 120x36, e.g. 80x24): the runs table stays on top and every
 other pane is a tab. Wide: the log and the plots side by side under the
-runs table, hosts / leaderboard / jobs as tabs below. The App recomposes
-the screen when the terminal crosses the threshold; panes hold no state of
-their own that matters (the App keeps selection, follow, filter, tab), so a
-recompose loses nothing.
+runs table, hosts / leaderboard / jobs as tabs below. Split (from 190x55,
+e.g. 200x60): as wide, but the leaderboard has its own pane beside the
+jobs / hosts tabs, so evals and the jobs running them show at once. The
+App recomposes the screen when the terminal crosses a threshold; panes hold
+no state of their own that matters (the App keeps selection, follow,
+filter, tab), so a recompose loses nothing.
 """
 
 from __future__ import annotations
@@ -38,24 +40,39 @@ TAB_TITLES = {
 }
 WIDE_MIN_WIDTH = 120
 WIDE_MIN_HEIGHT = 36
+SPLIT_MIN_WIDTH = 190
+SPLIT_MIN_HEIGHT = 55
 
 
 def wants_wide(width: int, height: int) -> bool:
     return width >= WIDE_MIN_WIDTH and height >= WIDE_MIN_HEIGHT
 
 
+def wants_split(width: int, height: int) -> bool:
+    """Room for the leaderboard and the jobs side by side (each about 95 columns)."""
+    return width >= SPLIT_MIN_WIDTH and height >= SPLIT_MIN_HEIGHT
+
+
 class MainScreen(Screen[None]):
     BINDINGS = actions.bindings(actions.MAIN)
     screen_name = actions.MAIN
 
-    def __init__(self, *, wide: bool) -> None:
+    def __init__(self, *, wide: bool, split: bool = False) -> None:
         super().__init__()
-        self.wide = wide
-        self.set_class(wide, "-wide")
+        self.set_layout(wide, split)
+
+    def set_layout(self, wide: bool, split: bool) -> None:
+        """Which layout the next compose builds (split implies wide)."""
+        self.wide = wide or split
+        self.split = split
+        self.set_class(self.wide, "-wide")
+        self.set_class(split, "-split")
 
     @property
     def tabbed(self) -> tuple[str, ...]:
         """Panes that live in the tabs in this layout."""
+        if self.split:
+            return ("jobs", "hosts")
         return ("hosts", "leaderboard", "jobs") if self.wide else PANE_ORDER[1:]
 
     def compose(self) -> ComposeResult:
@@ -67,11 +84,19 @@ class MainScreen(Screen[None]):
             with Horizontal(id="middle"):
                 yield _titled(LogPane(id="log"), "log")
                 yield _titled(PlotsPane(stacked=True, id="plots"), "plots")
+        if self.split:
+            with Horizontal(id="bottom"):
+                yield _titled(LeaderboardPane(id="leaderboard"), "leaderboard")
+                yield from self._tabs()
+        else:
+            yield from self._tabs()
+        yield Footer(compact=True)
+
+    def _tabs(self) -> ComposeResult:
         with TabbedContent(id="tabs"):
             for name in self.tabbed:
                 with TabPane(TAB_TITLES[name], id=f"tab-{name}"):
                     yield _pane(name)
-        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         """Composed: the App fills every pane at once, so the first frame shows the runs."""

@@ -1,0 +1,152 @@
+"""What the panes say in cases the snapshots do not cover: a long config name at 80
+columns, a job waiting in a Slurm queue, checkpoints the auto-eval queues next, the
+basis of a tau estimate, the help at any width, and the layout of a 200x60 terminal."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from dflash_tui.config import parse_config
+from dflash_tui.evals.estimate import TauEstimate
+from dflash_tui.keymap import ACTIONS
+from dflash_tui.ui.panes.header import HeaderBar
+from dflash_tui.ui.panes.jobs import JobsPane
+from dflash_tui.ui.panes.leaderboard import WAITING, LeaderboardPane
+from dflash_tui.ui.panes.runs import RunsTable
+from dflash_tui.ui.screens.help import help_text
+from tests.ui.fixture_session import CONFIG_TEXT, FixtureSession
+
+
+def cells(table, row: int) -> list[str]:
+    return [str(c).strip() for c in table.get_row_at(row)]
+
+
+async def test_header_keeps_the_counts_and_cuts_a_long_config_name_at_80_columns(
+    make_app,
+) -> None:
+    name = "a-config-for-the-very-long-running-ablation-sweep-of-april-" + "x" * 30
+    path = Path("/srv/team/sweeps") / f"{name}.toml"
+    config = parse_config(CONFIG_TEXT, path)
+    session = FixtureSession(config)
+    session._hosts["storage"] = dataclasses.replace(
+        session._hosts["storage"], reachable=False, error="connection refused"
+    )
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = app.screen.query_one(HeaderBar)._shown[0]
+        assert len(text) <= 80
+        assert text.startswith(" 1 alive 1 stalled 1 dead  hosts 2/3 up 1 down  15:06:39  ..")
+        assert text.endswith("x.toml")  # a path is cut at its start: the file name stays
+        await pilot.resize_terminal(200, 24)
+        await pilot.pause()
+        text = app.screen.query_one(HeaderBar)._shown[0]
+        assert text.startswith(" dflash-tui  1 alive") and text.endswith(f"sweeps/{name}.toml")
+
+
+async def test_a_job_waiting_in_the_slurm_queue_says_pending_in_its_state_column(
+    make_app,
+) -> None:
+    session = FixtureSession()
+    running, done = session._jobs
+    session._jobs = (
+        dataclasses.replace(
+            running, backend="slurm", progress_done=None, detail="pending (Resources)"
+        ),
+        done,
+    )
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        await pilot.pause()
+        await pilot.pause()
+        table = app.screen.query_one(JobsPane).table
+        assert cells(table, 0)[:2] == ["20250615-150440-ab12", "pending (Resources)"]
+        assert cells(table, 1)[1] == "done"
+        # the state column is on screen at 80 columns: the first 45 cells hold it
+        assert table.size.height >= 3 and "pending (Resources)" in table.render_line(1).text[:45]
+
+
+async def test_checkpoints_the_auto_eval_queues_next_say_so(make_app) -> None:
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.screen.query_one(LeaderboardPane).table
+        # step-3000 has a running job; a fourth checkpoint has nothing yet
+        assert cells(table, 3)[-1].startswith("running")
+
+        async def changed() -> None:
+            session.emit_jobs_changed()
+            await pilot.pause()  # the event reaches the App
+            app.flush_now()  # what the batch timer does
+            await pilot.pause()
+
+        session.waiting = {"coding10": frozenset({"slammed5/step-3000"})}
+        await changed()
+        assert cells(table, 3)[-1].startswith("running")  # a job says more than the queue
+        session._jobs = session._jobs[1:]  # no job for it: the auto-eval will queue it
+        await changed()
+        assert cells(table, 3)[-1] == WAITING
+        session.waiting = {}
+        await changed()
+        assert cells(table, 3)[-1] == "not evaluated (e)"
+
+
+async def test_the_tau_column_marks_the_basis_of_each_estimate(make_app) -> None:
+    session = FixtureSession()
+    session.set_run(
+        "wide-lr", tau=TauEstimate(3.05, "calibrated on 4 pairs (acc 0.2-0.3)", "calibrated")
+    )
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        runs = app.screen.query_one(RunsTable)
+        assert runs.cell_text(0, "tau") == "2.57~"  # from per-position accuracies
+        assert runs.cell_text(1, "tau") == "3.05*"  # calibrated on measured pairs
+        assert runs.cell_text(2, "tau") == "-"
+        assert "~ independence" in str(runs.tooltip) and "* calibrated" in str(runs.tooltip)
+        await pilot.press("question_mark")
+        assert "4.31* is calibrated" in str(app.screen.query_one("#help-body").render())
+
+
+def test_help_never_cuts_an_id_or_a_description() -> None:
+    for width in (60, 100, 160):
+        text = help_text({}, "hosts.toml", width).plain
+        assert "…" not in text
+        for action in ACTIONS:
+            assert action.id in text
+            assert " ".join(action.help.split()) in " ".join(text.split())
+        assert all(len(line) <= max(width, 78) for line in text.splitlines())
+
+
+async def test_200x60_shows_leaderboard_and_jobs_side_by_side_and_fills_the_runs_table(
+    make_app,
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        main = app.screen
+        board, jobs = main.query_one(LeaderboardPane), main.query_one(JobsPane)
+        assert main.split and board.visible_now and jobs.visible_now
+        assert board.region.right <= jobs.region.x  # side by side
+        assert board.region.y < jobs.region.bottom and jobs.region.y < board.region.bottom
+        assert board.table.row_count == 4 and jobs.table.row_count == 2
+        runs = main.query_one(RunsTable)
+        keys = [c.key for c in runs.columns_spec]
+        assert keys[-2:] == ["epoch", "reason"]
+        assert runs.table_width == runs.scrollable_content_region.width  # no empty columns
+        assert runs.cell_text(2, "reason").startswith("no process matches; last line: torch")
+        await pilot.press("5")  # the leaderboard is a pane here, not a tab
+        assert main.pane_of(app.focused) == "leaderboard"
+        await pilot.resize_terminal(160, 48)  # back to tabs, the runs table still full
+        await pilot.pause()
+        await pilot.pause()
+        main = app.screen
+        assert not main.split and main.wide
+        runs = main.query_one(RunsTable)
+        assert [c.key for c in runs.columns_spec][-1] == "reason"
+        assert not runs.show_horizontal_scrollbar and runs.size.height == 4
