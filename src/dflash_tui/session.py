@@ -172,34 +172,6 @@ class SessionAPI(Protocol):
     async def start_eval(self, checkpoint: Any, suite: str) -> Any: ...
     async def cancel_job(self, job_id: str) -> Any: ...
     def set_baseline(self, suite: str, checkpoint: str | None) -> None: ...
-    async def evaluate_missing_baselines(self) -> list[Any]:
-        """Queue an eval of each suite's baseline that has no result yet and no job that
-        could still give one (a failed or cancelled one is tried again); returns the
-        jobs started. Without the baseline's numbers there are no ratios and no
-        baseline line in the progress plot."""
-        manager = self._manager
-        if manager is None:
-            return []
-        from dflash_tui.evals.leaderboard import choose_baseline
-
-        started = []
-        jobs = manager.jobs()
-        for suite in self.config.suites:
-            baseline, _ = choose_baseline(self.config, manager.results, suite.name)
-            if baseline is None or manager.results.results(suite.name, baseline):
-                continue
-            if any(
-                j.suite == suite.name
-                and j.checkpoint == baseline
-                and j.state not in ("failed", "cancelled", "lost")
-                for j in jobs
-            ):
-                continue
-            job = await manager.start_eval(baseline, suite.name)
-            log.info("baseline %s on %s queued as job %s", baseline, suite.name, job.id)
-            started.append(job)
-        return started
-
     def progress(self, run: str, suite: str | None = None) -> Any | None: ...
     def auto_eval_waiting(self, suite: str) -> frozenset[str]: ...
 
@@ -479,6 +451,34 @@ class ConsoleSession:
             raise RuntimeError(self.evals_error or "eval jobs are not started yet")
         self._manager.results.set_baseline(suite, checkpoint, self.clock())
         self._results_changed()
+
+    async def evaluate_missing_baselines(self) -> list[Any]:
+        """Queue an eval of each suite's baseline that has no result yet and no job that
+        could still give one (a failed or cancelled one is tried again); returns the
+        jobs started. Without the baseline's numbers there are no ratios and no
+        baseline line in the progress plot."""
+        manager = self._manager
+        if manager is None:
+            return []
+        from dflash_tui.evals.leaderboard import choose_baseline
+
+        started = []
+        jobs = manager.jobs()
+        for suite in self.config.suites:
+            baseline, _ = choose_baseline(self.config, manager.results, suite.name)
+            if baseline is None or manager.results.results(suite.name, baseline):
+                continue
+            if any(
+                j.suite == suite.name
+                and j.checkpoint == baseline
+                and j.state not in ("failed", "cancelled", "lost")
+                for j in jobs
+            ):
+                continue
+            job = await manager.start_eval(baseline, suite.name)
+            log.info("baseline %s on %s queued as job %s", baseline, suite.name, job.id)
+            started.append(job)
+        return started
 
     def progress(self, run: str, suite: str | None = None) -> Any | None:
         """`evals.progress.RunProgress` of `run` on `suite` (None: the run's first suite

@@ -35,3 +35,77 @@ def test_bad_keymap_is_a_config_error_with_its_line(
     assert main(["tui", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:{line}: {message}" in err
+
+
+class _Results:
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str, str], list[object]] = {}
+
+    def results(self, suite: str | None = None, checkpoint: str | None = None) -> list[object]:
+        return self.stored.get((suite or "", checkpoint or ""), [])
+
+    def baseline_override(self, suite: str) -> str | None:
+        return None
+
+
+class _Manager:
+    """The JobManager calls `evaluate_missing_baselines` makes."""
+
+    def __init__(self) -> None:
+        self.results = _Results()
+        self.started: list[tuple[str, str]] = []
+        self._jobs: list[object] = []
+
+    def jobs(self, **_: object) -> list[object]:
+        return list(self._jobs)
+
+    async def start_eval(self, checkpoint: str, suite: str) -> object:
+        import types
+
+        self.started.append((checkpoint, suite))
+        job = types.SimpleNamespace(
+            id=f"j{len(self.started)}", suite=suite, checkpoint=checkpoint, state="queued"
+        )
+        self._jobs.append(job)
+        return job
+
+
+async def test_the_demo_evaluates_its_baseline_once_its_eval_assets_exist() -> None:
+    import asyncio
+    import types
+
+    from dflash_tui.commands.demo import evaluate_baseline_when_ready
+    from dflash_tui.config import parse_config
+    from dflash_tui.session import ConsoleSession
+
+    config = parse_config(
+        CONFIG_TEXT
+        + '\n[[checkpoints]]\nname = "zlab"\nhost = "evalbox"\npath = "models/zlab"\nbaseline = true\n'
+        '\n[[suites]]\nname = "coding10"\nhost = "evalbox"\ncache = "eval/cache"\n',
+        Path("hosts.toml"),
+    )
+    session = ConsoleSession(config)
+    manager = session._manager = _Manager()
+    cluster = types.SimpleNamespace(build_eval_assets=True, eval_assets=None)
+    waiting = asyncio.ensure_future(evaluate_baseline_when_ready(cluster, session, poll_s=0.01))
+    await asyncio.sleep(0.05)
+    assert not waiting.done() and manager.started == []  # no assets yet: nothing to evaluate
+    cluster.eval_assets = types.SimpleNamespace(ok=True)
+    await asyncio.wait_for(waiting, 5)
+    assert manager.started == [("zlab", "coding10")]
+    # Once is enough: a queued (or done) job, or a result, is not evaluated again.
+    await evaluate_baseline_when_ready(cluster, session)
+    assert manager.started == [("zlab", "coding10")]
+    manager._jobs[0].state = "failed"  # a failed one is tried again at the next start
+    await session.evaluate_missing_baselines()
+    assert manager.started == [("zlab", "coding10")] * 2
+    manager.results.stored[("coding10", "zlab")] = [object()]
+    manager._jobs.clear()
+    assert await session.evaluate_missing_baselines() == []
+    # Without eval assets (no torch) the demo does not try.
+    cluster = types.SimpleNamespace(
+        build_eval_assets=True, eval_assets=types.SimpleNamespace(ok=False)
+    )
+    manager.results.stored.clear()
+    await evaluate_baseline_when_ready(cluster, session)
+    assert len(manager.started) == 2
