@@ -378,3 +378,43 @@ async def test_a_timed_out_command_leaves_no_process_on_the_host(
         assert fed.stdout == "fed\n"
         raw = await pool.run("a", ["printf", "a\\nb"], timeout=10, encoding=None)
         assert raw.stdout == b"a\nb"
+
+
+def _ignores_received(host: SshdHost) -> int:
+    """SSH_MSG_IGNORE packets (type 2) sshd has logged receiving so far."""
+    lines = host.log_path.read_text(errors="replace").splitlines()
+    return sum(1 for line in lines if line.rstrip().endswith("receive packet: type 2"))
+
+
+async def test_pooled_connections_send_no_ignore_packet_per_data_packet(
+    sshd_factory, write_config, client_key, known_hosts: Path
+) -> None:
+    """asyncssh pads every packet with an empty IGNORE (a CBC countermeasure); the pool's
+    connections (AES-GCM) do not, while a plain asyncssh connection still does."""
+    from dflash_tui.remote.ignore_packets import is_quiet
+
+    host = sshd_factory("a", log_level="DEBUG3")
+    data = b"x" * (2 << 20)  # 64 channel packets of 32 KiB at least
+    config = load_config(write_config({"a": host}))
+    async with HostPool(config) as pool:
+        before = _ignores_received(host)
+        out = await pool.run("a", ["sh", "-c", "wc -c"], input=data.decode())
+        assert out.stdout.strip() == str(len(data))
+        await asyncio.sleep(0.3)  # sshd writes its log asynchronously
+        pooled = _ignores_received(host) - before
+    async with asyncssh.connect(
+        "127.0.0.1",
+        port=host.port,
+        username="root",
+        client_keys=[str(client_key.private)],
+        known_hosts=str(known_hosts),
+        encryption_algs=["aes128-gcm@openssh.com"],
+    ) as conn:
+        assert not is_quiet(conn)
+        before = _ignores_received(host)
+        result = await conn.run("wc -c", input=data, encoding=None)
+        assert result.stdout.strip() == str(len(data)).encode()
+        await asyncio.sleep(0.3)
+        plain = _ignores_received(host) - before
+    assert plain >= 64, f"the control connection sent {plain} ignore packets"
+    assert pooled <= 2, f"the pooled connection sent {pooled} ignore packets"

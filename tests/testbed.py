@@ -84,6 +84,7 @@ class SshdHost:
     netns: str | None = None
     max_sessions: int = 10
     extra_config: Sequence[str] = ()
+    log_level: str = "ERROR"  # DEBUG3 logs every packet received ("receive packet: type N")
     process: subprocess.Popen[bytes] | None = None
     host_key: asyncssh.SSHKey | None = None
     log_path: Path = field(init=False)
@@ -125,7 +126,7 @@ class SshdHost:
             "StrictModes no",
             f"MaxSessions {self.max_sessions}",
             "MaxStartups 100",
-            "LogLevel ERROR",
+            f"LogLevel {self.log_level}",
             f"SetEnv HOME={self.home}",
             "Subsystem sftp internal-sftp",
             *self.extra_config,

@@ -22,6 +22,7 @@ from typing import Any
 import asyncssh
 
 from dflash_tui.config import Config, ConfigError, HostConfig
+from dflash_tui.remote import ignore_packets
 from dflash_tui.remote.command import RemoteCommand, in_new_process_group, kill_group_argv
 from dflash_tui.remote.errors import (
     AuthFailed,
@@ -179,7 +180,7 @@ class HostPool:
         if host.identity:
             options["client_keys"] = _load_identity(name, host.identity)
         try:
-            return await asyncssh.connect(host.address, **options)
+            conn = await asyncssh.connect(host.address, **options)
         except asyncssh.KeyImportError as exc:
             # Only keys found through ~/.ssh/config get here; `identity` is loaded above.
             raise AuthFailed(
@@ -199,6 +200,8 @@ class HostPool:
             ) from None
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
             raise HostUnreachable(name, _reason(exc, host, self.connect_timeout_s)) from None
+        ignore_packets.quiet(conn)
+        return conn
 
     async def _host_key_error(self, name: str, tunnel: Any, exc: Exception) -> HostKeyRejected:
         host = self.host(name)
