@@ -70,22 +70,27 @@ async def run_shell_session(
 async def _end(local: asyncio.subprocess.Process, timeout_s: float = 2.0) -> None:
     """End the command as sshd's hangup would, and reap it on this loop.
 
-    Its process group is killed and its pipes are closed: a command that
-    started its own session (`setsid -w sh -c ...`, as probes and tails do)
-    is out of the group's reach, and sees EOF on stdin and EPIPE on output
-    instead. Left open, the transport outlives the loop: garbage-collected
-    at exit, its `__del__` calls the closed loop ("Event loop is closed").
+    Its pipes are closed (a command that started its own session, `setsid -w
+    sh -c ...` as probes and tails do, is out of reach of signals to the
+    group: it sees EOF on stdin and EPIPE on output instead) and its process
+    group is killed. Nothing here polls the shell: asyncio's child watcher
+    must be the one to reap it, or it reports "Unknown child process pid".
+    Left open, the transport would outlive the loop, and at exit its
+    `__del__` would call the closed loop ("Event loop is closed").
     """
-    # Close first: close() polls the shell before killing it, and a poll after our
-    # own kill would reap the pid behind asyncio's child watcher ("Unknown child
-    # process pid ...").
     transport = getattr(local, "_transport", None)  # asyncio keeps it there, unexposed
     if transport is not None:
-        transport.close()  # closes stdin/stdout/stderr and kills the shell if still alive
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(local.pid, signal.SIGKILL)  # the rest of its process group
+        for fd in (0, 1, 2):
+            pipe = transport.get_pipe_transport(fd)
+            if pipe is not None:
+                pipe.close()
+    if local.returncode is None:  # not reaped yet: its group id is still its own
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(local.pid, signal.SIGKILL)
     with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, Exception):
         await asyncio.wait_for(local.wait(), timeout_s)
+    if transport is not None and local.returncode is not None:
+        transport.close()  # reaped and disconnected: nothing left for close() to poll
 
 
 class ShellServer:
