@@ -150,3 +150,23 @@ async def test_200x60_shows_leaderboard_and_jobs_side_by_side_and_fills_the_runs
         runs = main.query_one(RunsTable)
         assert [c.key for c in runs.columns_spec][-1] == "reason"
         assert not runs.show_horizontal_scrollbar and runs.size.height == 4
+
+
+async def test_inputs_use_box_drawing_borders_not_eighth_blocks(make_app) -> None:
+    from textual.widgets import Input
+
+    from dflash_tui.ui.panes.log import LogPane
+
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert app.screen.query_one(LogPane).query_one(Input).styles.border_top[0] in ("", "none")
+        await pilot.press("t")
+        await pilot.pause()
+        for field in app.screen.query(Input):
+            assert field.styles.border_top[0] == "round"
+        await pilot.press("escape")
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        palette_input = app.screen.query_one("#--input")
+        assert palette_input.styles.border_top[0] == "round"
+        assert str(app.screen.query_one("SearchIcon").render()) == ">"
