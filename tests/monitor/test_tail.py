@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import shutil
 import time
@@ -207,3 +208,37 @@ async def test_closing_the_tail_stops_the_remote_script(
         assert remote_processes_mentioning(str(log))
         await got.close()
         await eventually(lambda: not remote_processes_mentioning(str(log)), 10, "cleanup")
+
+
+async def test_a_tail_whose_script_falls_silent_reconnects_and_loses_nothing(
+    sshd: SshdHost, write_config, tmp_path
+) -> None:
+    """A stream that sends nothing (not even the 2 s heartbeat) for `silence_s` is a dead
+    link the keepalive has not noticed yet: the tail starts over from its offset."""
+    import os
+    import signal
+
+    log = tmp_path / "silent-script.log"
+    log.write_text("before\n")
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        tail = LogTail(pool, "a", str(log), silence_s=3.0)
+        got = Collector(tail).start()
+        stopped: list[int] = []
+        try:
+            await eventually(lambda: got.texts == ["before"])
+            # Freeze the remote script (and its doorbell): the channel stays open, silent.
+            for line in remote_processes_mentioning(str(log)):
+                pid = int(line.split(" ", 1)[0])
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            assert stopped
+            with log.open("a") as f:
+                f.write("after\n")
+            await eventually(lambda: tail.connects >= 2, 15, "a reconnect after the silence")
+            await eventually(lambda: got.texts == ["before", "after"], 10, "the new line once")
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+            await got.close()
+    assert any(n.kind == "disconnected" and "no output" in n.detail for n in got.notices)

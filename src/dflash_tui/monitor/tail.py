@@ -45,6 +45,7 @@ import binascii
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from dflash_tui.monitor.lines import LineSplitter, RawLine, clean_line
 from dflash_tui.monitor.tasks import cancel_and_wait
@@ -138,9 +139,9 @@ follow() {
         if [ "$size" -gt "$off" ]; then
             n=$((size - off))
             [ "$n" -gt "$chunk" ] && n=$chunk
-            printf 'D %s %s\n' "$off" "$n"
-            dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip="$off" count="$n" bs=65536 2>/dev/null | base64 -w 0
-            printf '\n'
+            # One write per frame: one SSH packet per wake-up, not three.
+            data=$(dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip="$off" count="$n" bs=65536 2>/dev/null | base64 -w 0)
+            printf 'D %s %s\n%s\n' "$off" "$n" "$data"
             off=$((off + n))
             continue
         fi
@@ -469,24 +470,76 @@ class LogTail:
     async def _pump(self, stream: object, reader: _Reader) -> None:
         out = stream.stdout  # type: ignore[attr-defined]
         buf = bytearray()
-        while not self._closed:
-            if not self._drained.is_set():
-                await self._drained.wait()
-            chunk = await asyncio.wait_for(out.read(1 << 18), self.silence_s)
-            if not chunk:
-                return
-            buf += chunk
-            pos = 0
-            while True:
-                nl = buf.find(b"\n", pos)
-                if nl < 0:
-                    break
-                line = bytes(buf[pos:nl])
-                pos = nl + 1
-                if reader.expect is not None:
-                    reader.data(line)
-                else:
-                    reader.control(line)
-            del buf[:pos]
-            if reader.expect is None and len(buf) > 4096:
-                raise _Desync(f"unexpected output {bytes(buf[:60])!r}")
+        with _SilenceWatch(self.silence_s) as watch:
+            while not self._closed:
+                if not self._drained.is_set():
+                    await self._drained.wait()
+                chunk = await watch.read(out, 1 << 18)
+                if not chunk:
+                    return
+                self._take_frames(reader, buf, chunk)
+
+    def _take_frames(self, reader: _Reader, buf: bytearray, chunk: bytes) -> None:
+        """Hand each complete line of the script's output to `reader`; keep the rest."""
+        buf += chunk
+        pos = 0
+        while True:
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                break
+            line = bytes(buf[pos:nl])
+            pos = nl + 1
+            if reader.expect is not None:
+                reader.data(line)
+            else:
+                reader.control(line)
+        del buf[:pos]
+        if reader.expect is None and len(buf) > 4096:
+            raise _Desync(f"unexpected output {bytes(buf[:60])!r}")
+
+
+class _SilenceWatch:
+    """Ends a read that waited `silence_s` with no byte (a dead link the keepalive missed).
+
+    One timer for the whole stream, re-armed lazily, instead of `wait_for` per
+    read: that made a task and a timer for every chunk, a few per log line.
+    Only time spent inside `read` counts (not waiting for the consumer).
+    """
+
+    def __init__(self, silence_s: float) -> None:
+        self.silence_s = silence_s
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._reading_since: float | None = None
+        self._fired = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __enter__(self) -> _SilenceWatch:
+        self._timer = self._loop.call_later(self.silence_s, self._check)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _check(self) -> None:
+        since, now = self._reading_since, self._loop.time()
+        if since is not None and now - since >= self.silence_s:
+            self._fired = True
+            assert self._task is not None
+            self._task.cancel()
+            return
+        wait = self.silence_s if since is None else self.silence_s - (now - since)
+        self._timer = self._loop.call_later(wait, self._check)
+
+    async def read(self, stream: Any, n: int) -> bytes:
+        """`stream.read(n)`; asyncio.TimeoutError after `silence_s` without data."""
+        self._reading_since = self._loop.time()
+        try:
+            return await stream.read(n)
+        except asyncio.CancelledError:
+            if self._fired:
+                raise asyncio.TimeoutError(f"no output for {self.silence_s:g} s") from None
+            raise
+        finally:
+            self._reading_since = None
