@@ -64,7 +64,7 @@ def _version() -> str:
     return str(getattr(asyncssh, "__version__", "?"))
 
 
-def quiet(conn: asyncssh.SSHClientConnection) -> bool:
+def quiet(conn: asyncssh.SSHClientConnection | asyncssh.SSHServerConnection) -> bool:
     """Stop `conn` sending empty ignore packets, unless it uses a CBC cipher.
 
     Returns True when the connection was marked.
