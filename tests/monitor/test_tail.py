@@ -242,3 +242,38 @@ async def test_a_tail_whose_script_falls_silent_reconnects_and_loses_nothing(
                     os.kill(pid, signal.SIGCONT)
             await got.close()
     assert any(n.kind == "disconnected" and "no output" in n.detail for n in got.notices)
+
+
+async def test_a_gathering_tail_sends_one_frame_per_interval_and_switches_without_a_gap(
+    sshd: SshdHost, write_config, tmp_path
+) -> None:
+    """gather_s > 0: the host waits after a change, so lines written 50 ms apart arrive a
+    few at a time; set_gather(0) restarts the script at the same offset (no line lost or
+    repeated, no notice) and from then on each line comes alone."""
+    log = tmp_path / "gathered.log"
+    log.write_text("")
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        tail = LogTail(pool, "a", str(log), gather_s=1.0, batch_s=0.0)
+        got = Collector(tail).start()
+        try:
+            await asyncio.sleep(0.5)
+            for i in range(20):
+                with log.open("a") as f:
+                    f.write(f"slow {i}\n")
+                await asyncio.sleep(0.05)
+            await eventually(lambda: len(got.texts) == 20, 10, "the gathered lines")
+            gathered = len(got.batch_sizes)
+            tail.set_gather(0.0)
+            await eventually(lambda: tail.connects == 2 and tail.connected, 10, "the restart")
+            await asyncio.sleep(0.5)  # the new script is reading
+            for i in range(20, 30):
+                with log.open("a") as f:
+                    f.write(f"slow {i}\n")
+                await asyncio.sleep(0.1)
+            await eventually(lambda: len(got.texts) == 30, 10, "the lines after the switch")
+        finally:
+            await got.close()
+    assert got.texts == [f"slow {i}" for i in range(30)]
+    assert gathered <= 4, f"20 lines over 1 s came in {gathered} batches"
+    assert len(got.batch_sizes) - gathered >= 8  # one line at a time once live
+    assert not got.notices  # a restart for new settings is not a reconnect

@@ -363,6 +363,7 @@ class FixtureSession:
         self.refreshes = 0
         self.relays: list[tuple[str, str]] = []
         self.line_reads = 0
+        self.watched: list[str | None] = []  # watch_lines calls, in order
         self.transfer_reads = 0
         self.board_reads = 0
         self._jobs = default_jobs()
@@ -409,6 +410,9 @@ class FixtureSession:
     def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]:
         self.line_reads += 1
         return self._runs[run].lines_after(after_seq)
+
+    def watch_lines(self, run: str | None) -> None:
+        self.watched.append(run)
 
     def transfers(self) -> tuple[TransferView, ...]:
         self.transfer_reads += 1

@@ -194,6 +194,9 @@ async def test_j_k_and_arrows_move_the_selection(make_app) -> None:
         assert selected(app) == "slammed5"
         await pilot.pause()
         assert app.screen.query_one(LogPane).run == "slammed5"
+        # The core is told whose log is on screen (its lines come at once, others gathered).
+        assert app.session.watched[0] == "slammed5" and app.session.watched[-1] == "slammed5"
+        assert "wide-lr" in app.session.watched and "ablate-ctx" in app.session.watched
 
 
 async def test_number_keys_show_panes(make_app) -> None:

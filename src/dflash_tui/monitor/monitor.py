@@ -67,6 +67,7 @@ class MonitorOptions:
     poll_s: float = 0.1
     notify: bool = True
     batch_s: float = 0.075
+    gather_s: float = 1.0  # tails of runs not in `set_live`: one frame per this many seconds
     probe_timeout_s: float = 20.0
     history_timeout_s: float = 120.0
     notices_kept: int = 20
@@ -97,6 +98,7 @@ class _Run:
         self.reason = "waiting for the first probe"
         self.state_since: float | None = None
         self.tail_status = "loading"
+        self.tail: LogTail | None = None
         self.tail_error: str | None = None
         self.loaded = False
         self.position = LogPosition()
@@ -197,6 +199,7 @@ class Monitor:
         for r in chosen:
             self._hosts.setdefault(r.host, _Host(r.host))
         self._subscribers: list[Callable[[MonitorEvent], None]] = []
+        self._live: frozenset[str] | None = None
         self._started = False
         self._stopping = False
 
@@ -273,6 +276,21 @@ class Monitor:
         return self.snapshot()
 
     # ------------------------------------------------------------------ events
+
+    def set_live(self, runs: Sequence[str] | None) -> None:
+        """Runs whose new lines someone is reading now (None: all of them, the default).
+
+        Their tails send each line at once; the others gather for `gather_s`
+        on the host and send one frame, which is most of the cost of watching
+        many busy logs (their metrics still arrive well within `refresh_s`).
+        """
+        self._live = None if runs is None else frozenset(runs)
+        for run in self._runs.values():
+            if run.tail is not None:
+                run.tail.set_gather(self._gather_for(run.cfg.name))
+
+    def _gather_for(self, run: str) -> float:
+        return 0.0 if self._live is None or run in self._live else self.options.gather_s
 
     def subscribe(self, callback: Callable[[MonitorEvent], None]) -> Callable[[], None]:
         """Call `callback(event)` on the event loop for every event; returns an unsubscribe."""
@@ -541,8 +559,10 @@ class Monitor:
             poll_s=self.options.poll_s,
             notify=self.options.notify,
             batch_s=self.options.batch_s,
+            gather_s=self._gather_for(run.cfg.name),
             clock=self.clock,
         )
+        run.tail = tail
         async with tail:
             async for batch in tail:
                 if self._stopping:

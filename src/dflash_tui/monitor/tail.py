@@ -59,8 +59,10 @@ TAIL_MARKER = "dflash-tui-tail"
 TAIL_SCRIPT = r"""# dflash-tui-tail: follow a log by byte offset through rotation and truncation.
 # $1 path, $2 offset, $3 file id (dev:ino) the offset belongs to ("" = the file at
 # the path), $4 hex of the bytes just before the offset ("" = no check),
-# $5 poll seconds (without a notifier), $6 max bytes per frame, $7 notifier 1/0.
-p=$1 off=$2 want=$3 check=$4 poll=$5 chunk=$6 notify=$7
+# $5 poll seconds (without a notifier), $6 max bytes per frame, $7 notifier 1/0,
+# $8 gather seconds (after the doorbell, wait this long so one frame carries every
+# line written meanwhile: one SSH packet a second for a busy log nobody is reading).
+p=$1 off=$2 want=$3 check=$4 poll=$5 chunk=$6 notify=$7 gather=${8:-0}
 case $p in "~/"*) p=$HOME/${p#"~/"} ;; esac  # a leading ~/ is the remote home
 beat=2
 # Wait for the log to change. A `tail -F` on our stdin wakes us through inotify the
@@ -70,7 +72,10 @@ beat=2
 wake() {
     if [ "$notify" = 1 ]; then
         n=$(timeout --foreground "$beat" dd bs=1048576 count=1 2>/dev/null | wc -c)
-        [ "$n" -gt 0 ] && return 0
+        if [ "$n" -gt 0 ]; then
+            [ "$gather" = 0 ] || sleep "$gather"
+            return 0
+        fi
     else
         naps=$((${naps:-0} + 1))
         [ $((naps % 20)) -ne 0 ] && { sleep "$poll"; return 0; }
@@ -314,6 +319,7 @@ class LogTail:
         silence_s: float = 20.0,
         max_buffered_lines: int = 50_000,
         max_frame_bytes: int = 1 << 20,
+        gather_s: float = 0.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.pool = pool
@@ -325,7 +331,9 @@ class LogTail:
         self.silence_s = silence_s
         self.max_buffered_lines = max_buffered_lines
         self.max_frame_bytes = max_frame_bytes
+        self.gather_s = gather_s
         self.clock = clock
+        self._watch: _SilenceWatch | None = None
         start = start or LogPosition()
         self._resume = start
         self._position = start
@@ -353,6 +361,19 @@ class LogTail:
     def missing(self) -> bool:
         """True while the log file does not exist on the host."""
         return self._missing
+
+    def set_gather(self, gather_s: float) -> None:
+        """Wait `gather_s` after a change before reading (0: send each line at once).
+
+        The remote script is restarted at the current position (nothing lost or
+        repeated, no notice): a log someone is reading goes fast, the others
+        arrive in one frame per `gather_s`.
+        """
+        if gather_s == self.gather_s:
+            return
+        self.gather_s = gather_s
+        if self._watch is not None:
+            self._watch.interrupt()
 
     def start(self) -> None:
         if self._task is None:
@@ -427,12 +448,14 @@ class LogTail:
             f"{self.poll_s:g}",
             str(self.max_frame_bytes),
             "1" if self.notify else "0",
+            f"{self.gather_s:g}",
         )
         argv[3] = TAIL_MARKER
         return argv
 
     async def _run(self) -> None:
         failures = 0
+        restarted = False  # the last stream was ended on purpose (new settings)
         while not self._closed:
             pos = self._resume
             reader = _Reader(self, pos.file_id, LineSplitter(pos.offset))
@@ -443,9 +466,14 @@ class LogTail:
                     self.connects += 1
                     self.connected = True
                     self.error = None
-                    if self.connects > 1:
+                    if self.connects > 1 and not restarted:
                         self._notice("connected", f"reconnected to {self.host}")
+                    restarted = False
                     await self._pump(stream, reader)
+            except _Restart:
+                restarted = True
+                self.connected = False
+                continue
             except RemoteError as exc:
                 reason = exc.message
             except _Desync as exc:
@@ -471,13 +499,17 @@ class LogTail:
         out = stream.stdout  # type: ignore[attr-defined]
         buf = bytearray()
         with _SilenceWatch(self.silence_s) as watch:
-            while not self._closed:
-                if not self._drained.is_set():
-                    await self._drained.wait()
-                chunk = await watch.read(out, 1 << 18)
-                if not chunk:
-                    return
-                self._take_frames(reader, buf, chunk)
+            self._watch = watch
+            try:
+                while not self._closed:
+                    if not self._drained.is_set():
+                        await self._drained.wait()
+                    chunk = await watch.read(out, 1 << 18)
+                    if not chunk:
+                        return
+                    self._take_frames(reader, buf, chunk)
+            finally:
+                self._watch = None
 
     def _take_frames(self, reader: _Reader, buf: bytearray, chunk: bytes) -> None:
         """Hand each complete line of the script's output to `reader`; keep the rest."""
@@ -512,6 +544,7 @@ class _SilenceWatch:
         self._task = asyncio.current_task()
         self._reading_since: float | None = None
         self._fired = False
+        self._interrupted = False
         self._timer: asyncio.TimerHandle | None = None
 
     def __enter__(self) -> _SilenceWatch:
@@ -521,6 +554,12 @@ class _SilenceWatch:
     def __exit__(self, *exc: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+    def interrupt(self) -> None:
+        """End the stream now (at the current read, or the next one) with `_Restart`."""
+        self._interrupted = True
+        if self._reading_since is not None and self._task is not None:
+            self._task.cancel()
 
     def _check(self) -> None:
         since, now = self._reading_since, self._loop.time()
@@ -534,12 +573,20 @@ class _SilenceWatch:
 
     async def read(self, stream: Any, n: int) -> bytes:
         """`stream.read(n)`; asyncio.TimeoutError after `silence_s` without data."""
+        if self._interrupted:
+            raise _Restart
         self._reading_since = self._loop.time()
         try:
             return await stream.read(n)
         except asyncio.CancelledError:
+            if self._interrupted:
+                raise _Restart from None
             if self._fired:
                 raise asyncio.TimeoutError(f"no output for {self.silence_s:g} s") from None
             raise
         finally:
             self._reading_since = None
+
+
+class _Restart(Exception):
+    """The stream was ended on purpose to start the script again with new settings."""

@@ -122,6 +122,7 @@ class DflashApp(App[int]):
         self.theme = THEME_NAME
         self.set_keymap(self.user_keymap)
         self._unsubscribe = self.session.subscribe(self._on_session_event)
+        self.session.watch_lines(self.selected_run)
         if self.start_session:
             self.run_worker(self.session.start(), group="session", exit_on_error=False)
         self.set_interval(self.config.console.refresh_s, self._tick)
@@ -413,6 +414,7 @@ class DflashApp(App[int]):
         if message.run == self.selected_run or not self._main_ready:
             return
         self.selected_run = message.run
+        self.session.watch_lines(message.run)
         with self.batch_update():
             self.fill_log()
             self.fill_plots()
