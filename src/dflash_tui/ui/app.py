@@ -57,7 +57,10 @@ from dflash_tui.ui.screens.tasks import TasksScreen
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 
 VIEWS_FLUSH_S = 1.0
-LINES_FLUSH_S = 0.25
+LINES_FLUSH_S = 0.5
+# Each frame Textual paints costs the render of every visible widget (~30 ms at 160x48
+# on a small VM), so the console paints few frames: new log lines twice a second, the
+# rest every refresh_s, and a views flush takes the pending lines along (one frame).
 NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
@@ -255,6 +258,9 @@ class DflashApp(App[int]):
             screen = self.screen
             if isinstance(screen, DetailScreen) and screen.run in dirty:
                 screen.update_view(self.session.run(screen.run), self.session.now())
+            if self._lines_due and self._lines_timer is not None:
+                self._lines_timer.stop()
+                self._flush_lines()  # in this frame, not one of its own a moment later
 
     def _flush_lines(self) -> None:
         self._lines_due = False
