@@ -165,27 +165,28 @@ class DflashApp(App[int]):
     # ------------------------------------------------------------------ core events
 
     def _on_session_event(self, event: object) -> None:
-        """Called by the session on the event loop: translate into our own messages."""
+        """Called by the session on the event loop.
+
+        The frequent ones (a run, its lines, a host changed: dozens a second with
+        busy logs) only mark what is dirty and arm the flush timers here, with no
+        Textual message each; the rare ones become messages.
+        """
         if isinstance(event, CoreRunUpdated):
-            self.post_message(messages.RunUpdated(event.run, event.seq))
+            self._dirty_runs.add(event.run)
+            self._arm_views()
         elif isinstance(event, CoreLinesAppended):
-            self.post_message(messages.LinesAppended(event.run, event.last_seq))
+            if event.run == self.selected_run and not self._lines_due:
+                self._lines_due = True
+                self._lines_timer = self.set_timer(LINES_FLUSH_S, self._flush_lines)
         elif isinstance(event, CoreHostUpdated):
-            self.post_message(messages.HostUpdated(event.host, event.seq))
+            self._dirty_hosts = True
+            self._arm_views()
         elif isinstance(event, CoreTransfersChanged):
             self.post_message(messages.TransfersChanged())
         elif isinstance(event, (CoreJobsChanged, CoreLeaderboardChanged)):
             self.post_message(messages.JobsChanged())
         elif isinstance(event, AlertRaised):
             self.post_message(messages.AlertPosted(event))
-
-    def on_run_updated(self, message: messages.RunUpdated) -> None:
-        self._dirty_runs.add(message.run)
-        self._arm_views()
-
-    def on_host_updated(self, message: messages.HostUpdated) -> None:
-        self._dirty_hosts = True
-        self._arm_views()
 
     def on_transfers_changed(self, message: messages.TransfersChanged) -> None:
         self._dirty_transfers = True
@@ -195,11 +196,6 @@ class DflashApp(App[int]):
     def on_jobs_changed(self, message: messages.JobsChanged) -> None:
         self._dirty_evals = True
         self._arm_views()
-
-    def on_lines_appended(self, message: messages.LinesAppended) -> None:
-        if message.run == self.selected_run and not self._lines_due:
-            self._lines_due = True
-            self._lines_timer = self.set_timer(LINES_FLUSH_S, self._flush_lines)
 
     def on_alert_posted(self, message: messages.AlertPosted) -> None:
         alert = message.alert
@@ -409,7 +405,8 @@ class DflashApp(App[int]):
             return
         now = self.session.now()
         main = self.main
-        main.query_one(RunsTable).tick(now)
+        if self._views_timer is None:  # else the coming views flush redraws the ages
+            main.query_one(RunsTable).tick(now)
         if isinstance(self.screen, DetailScreen):
             self.screen.update_view(self.session.run(self.screen.run), now)
 
