@@ -14,6 +14,7 @@ and p99 latency of both, and the ratio; both consumers must see every line.
 
     .venv/bin/python bench/tail_latency.py                 # 300 lines, default poll 0.1 s
     .venv/bin/python bench/tail_latency.py --lines 500 --poll 0.05
+    .venv/bin/python bench/tail_latency.py --gather 1     # a run whose log is not on screen
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ async def run(args: argparse.Namespace, host: SshdHost, key: ClientKey, base: Pa
             theirs[int(line.split()[1])] = time.monotonic()
 
     async with HostPool(load_config(config)) as pool:
-        tail = LogTail(pool, "h", str(log), poll_s=args.poll, batch_s=args.batch)
+        tail = LogTail(
+            pool, "h", str(log), poll_s=args.poll, batch_s=args.batch, gather_s=args.gather
+        )
 
         async def read_ours() -> None:
             async for batch in tail:
@@ -111,6 +114,12 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=300)
     ap.add_argument("--poll", type=float, default=0.1, help="LogTail poll_s (default 0.1)")
     ap.add_argument("--batch", type=float, default=0.075, help="LogTail batch_s (default 0.075)")
+    ap.add_argument(
+        "--gather",
+        type=float,
+        default=0.0,
+        help="LogTail gather_s: 0 as for the run on screen, 1 as for the console's other runs",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-tail-") as tmp:
         base = Path(tmp)

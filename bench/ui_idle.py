@@ -67,6 +67,8 @@ def serve_core(config: Path, seconds: float) -> None:
 
     async def run() -> None:
         session = ConsoleSession(load_config(config))
+        # As the console does: the first run's log is on screen, the others gather.
+        session.watch_lines(session.run_names()[0] if session.run_names() else None)
         await session.start()
         await asyncio.sleep(seconds)
         await session.stop()
