@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -13,6 +15,7 @@ from dflash_tui.config import load_config
 from dflash_tui.demo.cluster import path_without
 from dflash_tui.monitor.gpu import parse_gpu_csv, summarize
 from dflash_tui.monitor.liveness import (
+    PROBE_SCRIPT,
     LogStat,
     ProbeTarget,
     ProcessInfo,
@@ -105,6 +108,48 @@ def test_states(kw: dict, state: RunState, words: str) -> None:
     }
     got, reason = judge(**{**args, **kw})
     assert got == state and words in reason
+
+
+# Runs inside a fresh pid namespace: processes started here keep the session of
+# whoever started the test, which this namespace shows as sid 0 (as a container's
+# processes show a session led by the host, or by a CI runner outside it).
+_SID0_DRIVER = r"""
+probe=$1 pat=$PAT tag=$TAG  # not in argv: our own command line must not match
+sh -c 'sleep 120; :' "fake-trainer-$tag" &
+trainer=$!
+setsid sh -c 'sleep 120; :' dflash-tui-tail "train_$tag" &
+ours=$!
+i=0
+while [ "$i" -lt 50 ] && [ "$(pgrep -fc -- "$pat")" -lt 2 ]; do sleep 0.1; i=$((i + 1)); done
+printf 'TRAINER %s\n' "$trainer"
+printf '1\n/nonexistent\n%s\n' "$pat" | sh -c "$probe" dflash-tui-probe
+kill "$trainer" "$ours"
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
+def test_a_process_in_a_session_led_from_outside_the_namespace_does_not_hide_our_sessions() -> None:
+    # CI caught this: the trainer's sid was 0, `ps -p 0,...` refused the whole list of
+    # session leaders, and the probe counted our own tail's processes as the run's.
+    tag = uuid.uuid4().hex[:10]
+    pattern = f"fake-trainer-{tag}|train_{tag}"
+    argv = ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", _SID0_DRIVER]
+    try:
+        done = subprocess.run(
+            [*argv, "driver", PROBE_SCRIPT],
+            env={**os.environ, "PAT": pattern, "TAG": tag},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the probe did not finish in a pid namespace")
+    if done.returncode != 0 and "TRAINER" not in done.stdout:
+        pytest.skip(f"cannot make a pid namespace here: {done.stderr.strip()}")
+    first, _, rest = done.stdout.partition("\n")
+    trainer = int(first.split()[1])
+    (run,) = parse_probe(rest, 1).runs
+    assert [p.pid for p in run.processes] == [trainer], done.stdout
 
 
 async def _probe(pool: HostPool, host: str, targets: list[ProbeTarget]):

@@ -65,8 +65,10 @@ while [ "$n" -lt "${runs:-0}" ] && IFS= read -r log && IFS= read -r pat; do
             list=$(printf '%s' "$pids" | tr '\n' ',')
             ps -ww -o pid=,sid=,etimes=,args= -p "$list" 2>/dev/null </dev/null |
                 while IFS= read -r line; do printf 'P %s\n' "$line"; done
-            sids=$(ps -o sid= -p "$list" 2>/dev/null </dev/null | tr -s ' \n' ',,')
-            sids=${sids#,}
+            # Sid 0 is a session led from outside this pid namespace (a container's
+            # init, a CI runner): not ours, and `ps -p 0,...` rejects the whole list.
+            sids=$(ps -o sid= -p "$list" 2>/dev/null </dev/null | tr -d ' ' |
+                grep -v '^0*$' | sort -u | tr '\n' ',')
             sids=${sids%,}
             if [ -n "$sids" ]; then
                 ps -ww -o pid=,args= -p "$sids" 2>/dev/null </dev/null |
