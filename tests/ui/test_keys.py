@@ -365,7 +365,8 @@ async def test_p_plots_the_runs_progress_and_redraws_on_new_results(
         assert "─" * 20 in str(plot.render())  # the baseline across the chart
         # A result arrives: the chart grows without a key press.
         session.add_result("slammed5/step-3000", "slammed5", 3000, tau_top1=3.6, acc=0.41)
-        app.flush_now()
+        await pilot.pause()  # the change reaches the App ...
+        app.flush_now()  # ... and its next beat draws it
         await pilot.pause()
         assert pane.progress.series["tau_top1"].steps == [1000, 2000, 3000]
         assert pane.plot_draws == 2

@@ -36,8 +36,8 @@ async def test_log_lines_arrive_in_batches(make_app) -> None:
         for i in range(50):
             session.append_lines("slammed5", [f"burst line {i}"])
         await pilot.pause()
-        assert app._lines_timer is not None and session.line_reads == reads  # waiting, batched
-        app.flush_now()  # what the LINES_FLUSH_S timer does
+        assert app._lines_due and session.line_reads == reads  # waiting, batched
+        app.flush_now()  # what the next beat does
         await pilot.pause()
         assert session.line_reads == reads + 1  # 50 events, one read
         assert pane.shown_lines == 90 and pane.log_widget.lines[-1] == "burst line 49"
@@ -65,7 +65,7 @@ async def test_hidden_panes_only_count_and_draw_when_shown(make_app) -> None:
             session.set_run("slammed5", step=step, series=series)
             session.emit(TransfersChanged("t1"))
         await pilot.pause()
-        app.flush_now()  # what the VIEWS_FLUSH_S timer does
+        app.flush_now()  # what the beat does once VIEWS_FLUSH_S has passed
         await pilot.pause()
         assert plots.plot_draws == before and plots.stale  # hidden: counted, not drawn
         assert session.transfer_reads == 0 and jobs.outdated  # hidden: not even read
@@ -92,10 +92,12 @@ async def test_plots_redraw_new_points_every_few_seconds_and_another_run_at_once
         for step in (3130, 3140, 3150):
             series = grown(series, step)
             plots.update_series("slammed5", series)
-        assert plots.plot_draws == 1 and plots._timer is not None  # deferred, not dropped
+        assert plots.plot_draws == 1 and plots.owed  # deferred, not dropped
+        plots.draw_if_owed()
+        assert plots.plot_draws == 1  # too early still
         plots._last_draw -= DATA_INTERVAL_S  # as if the interval had passed
-        plots._due()
-        assert plots.plot_draws == 2
+        plots.draw_if_owed()  # what the App's beat does
+        assert plots.plot_draws == 2 and not plots.owed
         plots._last_draw -= MIN_INTERVAL_S
         plots.update_series("wide-lr", session.run("wide-lr").series)  # another run: at once
         assert plots.plot_draws == 3 and plots.run == "wide-lr"

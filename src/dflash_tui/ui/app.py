@@ -2,12 +2,12 @@
 
 It holds a session (`dflash_tui.session.ConsoleSession`, or anything with
 the same interface), turns the session's events into small messages, and
-batches them: runs, hosts and transfers are re-read at most every
-`max(VIEWS_FLUSH_S, refresh_s)` (the probes' own pace: nothing is polled
-faster), the selected run's new log lines every LINES_FLUSH_S, and
-only for panes that are on screen (a hidden pane is marked stale and filled
-when it shows). Ages tick every `refresh_s` without asking the core for
-anything new. UI state that outlives a layout change (selected run, follow,
+batches them on one beat (BEAT_S): runs, hosts and transfers are re-read at
+most every `max(VIEWS_FLUSH_S, refresh_s)` (the probes' own pace: nothing is
+polled faster), the selected run's new log lines and owed plot redraws on
+the next beat, and only for panes that are on screen (a hidden pane is
+marked stale and filled when it shows). Ages tick every `refresh_s` without
+asking the core for anything new. What one beat changes is one frame. UI state that outlives a layout change (selected run, follow,
 filter, active tab) lives here, not in the panes.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -25,7 +26,6 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState
 
@@ -56,11 +56,12 @@ from dflash_tui.ui.screens.relay_form import RelayForm
 from dflash_tui.ui.screens.tasks import TasksScreen
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 
+BEAT_S = 1.0
 VIEWS_FLUSH_S = 1.0
-LINES_FLUSH_S = 0.5
-# Each frame Textual paints costs the render of every visible widget (~30 ms at 160x48
-# on a small VM), so the console paints few frames: new log lines twice a second, the
-# rest every refresh_s, and a views flush takes the pending lines along (one frame).
+# Each frame Textual paints renders every widget that the changed regions touch (15-30 ms
+# at 160x48 on a small VM), so all that the core pushes reaches the screen on one beat a
+# second and in one frame: new log lines, runs, hosts, owed plot redraws, ages. Keys and
+# alerts are answered at once, not on the beat.
 NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
@@ -101,8 +102,8 @@ class DflashApp(App[int]):
         self._dirty_transfers = True
         self._dirty_evals = True
         self._lines_due = False
-        self._views_timer: Timer | None = None
-        self._lines_timer: Timer | None = None
+        self._views_at = -1e9  # monotonic time of the last views flush
+        self._ticked_at = -1e9  # ... and of the last time ages were redrawn
         self._unsubscribe = None
         self._stopping = False
         self._main_ready = False  # the main screen is composed (False while it recomposes)
@@ -128,7 +129,7 @@ class DflashApp(App[int]):
         self.session.watch_lines(self.selected_run)
         if self.start_session:
             self.run_worker(self.session.start(), group="session", exit_on_error=False)
-        self.set_interval(self.config.console.refresh_s, self._tick)
+        self.set_interval(BEAT_S, self._beat)
 
     def main_screen_ready(self, screen: MainScreen) -> None:
         """The main screen is composed: fill every pane and focus the runs table."""
@@ -168,19 +169,16 @@ class DflashApp(App[int]):
         """Called by the session on the event loop.
 
         The frequent ones (a run, its lines, a host changed: dozens a second with
-        busy logs) only mark what is dirty and arm the flush timers here, with no
-        Textual message each; the rare ones become messages.
+        busy logs) only mark what is dirty for the next beat, with no Textual
+        message each; the rare ones become messages.
         """
         if isinstance(event, CoreRunUpdated):
             self._dirty_runs.add(event.run)
-            self._arm_views()
         elif isinstance(event, CoreLinesAppended):
-            if event.run == self.selected_run and not self._lines_due:
+            if event.run == self.selected_run:
                 self._lines_due = True
-                self._lines_timer = self.set_timer(LINES_FLUSH_S, self._flush_lines)
         elif isinstance(event, CoreHostUpdated):
             self._dirty_hosts = True
-            self._arm_views()
         elif isinstance(event, CoreTransfersChanged):
             self.post_message(messages.TransfersChanged())
         elif isinstance(event, (CoreJobsChanged, CoreLeaderboardChanged)):
@@ -191,11 +189,9 @@ class DflashApp(App[int]):
     def on_transfers_changed(self, message: messages.TransfersChanged) -> None:
         self._dirty_transfers = True
         self._dirty_evals = True
-        self._arm_views()
 
     def on_jobs_changed(self, message: messages.JobsChanged) -> None:
         self._dirty_evals = True
-        self._arm_views()
 
     def on_alert_posted(self, message: messages.AlertPosted) -> None:
         alert = message.alert
@@ -210,17 +206,29 @@ class DflashApp(App[int]):
             self.bell()
 
     def flush_now(self) -> None:
-        """Apply every pending change at once instead of at the end of its batch window."""
-        for timer in (self._views_timer, self._lines_timer):
-            if timer is not None:
-                timer.stop()
-        self._flush_lines()
+        """Apply every pending change at once instead of on the beat its window ends."""
         self._flush_views()
 
-    def _arm_views(self) -> None:
-        if self._views_timer is None:
-            window = max(VIEWS_FLUSH_S, self.config.console.refresh_s)
-            self._views_timer = self.set_timer(window, self._flush_views)
+    def _beat(self) -> None:
+        """Once a second: what is due goes to the screen, in one frame."""
+        if not self._live():
+            return
+        now = time.monotonic()
+        refresh_s = self.config.console.refresh_s
+        dirty = self._dirty_runs or self._dirty_hosts or self._dirty_transfers or self._dirty_evals
+        # Half a beat of slack: a window of 2 s is every second beat, not every third.
+        views_due = dirty and now - self._views_at >= max(VIEWS_FLUSH_S, refresh_s) - BEAT_S / 2
+        with self.batch_update():
+            if views_due:
+                self._flush_views()  # takes the pending lines along and redraws the ages
+            else:
+                if self._lines_due:
+                    self._flush_lines()
+                if now - self._ticked_at >= refresh_s - BEAT_S / 2:
+                    self._tick()
+            for screen in self.screen_stack:
+                for plots in screen.query(PlotsPane):
+                    plots.draw_if_owed()
 
     # ------------------------------------------------------------------ filling panes
 
@@ -231,9 +239,9 @@ class DflashApp(App[int]):
         return any(isinstance(s, MainScreen) for s in self.screen_stack)
 
     def _flush_views(self) -> None:
-        self._views_timer = None
         if not self._live():
             return  # a recompose refills everything when it is done
+        self._views_at = self._ticked_at = time.monotonic()
         dirty, self._dirty_runs = self._dirty_runs, set()
         hosts_dirty, self._dirty_hosts = self._dirty_hosts, False
         with self.batch_update():
@@ -254,13 +262,11 @@ class DflashApp(App[int]):
             screen = self.screen
             if isinstance(screen, DetailScreen) and screen.run in dirty:
                 screen.update_view(self.session.run(screen.run), self.session.now())
-            if self._lines_due and self._lines_timer is not None:
-                self._lines_timer.stop()
+            if self._lines_due:
                 self._flush_lines()  # in this frame, not one of its own a moment later
 
     def _flush_lines(self) -> None:
         self._lines_due = False
-        self._lines_timer = None
         if not self._live():
             return
         panes = self._log_panes()
@@ -403,10 +409,9 @@ class DflashApp(App[int]):
         """Ages move on: redraw them from the snapshots we have."""
         if not self._live():
             return
+        self._ticked_at = time.monotonic()
         now = self.session.now()
-        main = self.main
-        if self._views_timer is None:  # else the coming views flush redraws the ages
-            main.query_one(RunsTable).tick(now)
+        self.main.query_one(RunsTable).tick(now)
         if isinstance(self.screen, DetailScreen):
             self.screen.update_view(self.session.run(self.screen.run), now)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
@@ -21,6 +22,19 @@ from dflash_tui.monitor.views import LogLine
 from dflash_tui.ui.panes.base import PaneMixin
 
 MAX_LINES = 1000  # the monitor keeps 1000 recent lines per run; a full Log never re-lays the screen
+
+
+class LogLines(Log):
+    """Textual's Log, measuring the width of new lines in place.
+
+    Log measures them in a thread worker it starts on every write: a thread
+    start per batch of a few lines, which cost more than the measuring.
+    """
+
+    def _update_size(self, updates: int, lines: list[str]) -> None:  # Log's worker
+        if lines:
+            width = max(cell_len(self._process_line(line)) for line in lines)
+            self._update_maximum_width(updates, width)
 
 
 class LogPane(PaneMixin, Vertical):
@@ -55,7 +69,7 @@ class LogPane(PaneMixin, Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="log-title", markup=False)
-        yield Log(max_lines=MAX_LINES, auto_scroll=True, id="log-lines")
+        yield LogLines(max_lines=MAX_LINES, auto_scroll=True, id="log-lines")
         yield Input(
             placeholder="show lines containing... (enter: apply, esc: cancel)", id="log-filter"
         )

@@ -5,7 +5,9 @@ pane is on screen, and only when the series or the size changed: at once for
 another run or a new size (at most once a second), and for new points of the
 same run at most every DATA_INTERVAL_S (a plotext redraw of three charts costs
 about as much as everything else the console does in that time, and a loss
-curve does not change in a second). The series come from the monitor (which
+curve does not change in a second). A redraw that has to wait is owed: the
+App's beat calls `draw_if_owed`, so it lands in the frame of the beat's other
+changes, not in one of its own. The series come from the monitor (which
 keeps and decimates the history); this pane only thins them to about one
 point per column, so plotext never draws more points than the canvas shows.
 
@@ -23,7 +25,6 @@ from textual import events
 from textual.app import ComposeResult
 from textual.color import Color
 from textual.containers import Container, Vertical
-from textual.timer import Timer
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
@@ -129,7 +130,7 @@ class PlotsPane(PaneMixin, Container):
         self._series: HistorySeries | None = None
         self._drawn: tuple[object, ...] | None = None
         self._last_draw = -1e9
-        self._timer: Timer | None = None
+        self.owed = False  # a draw had to wait for its interval; the App's beat pays it
         self.plot_draws = 0  # plotext redraws done (tests and the bench read it)
 
     def compose(self) -> ComposeResult:
@@ -153,9 +154,9 @@ class PlotsPane(PaneMixin, Container):
         interval = DATA_INTERVAL_S if same_view else MIN_INTERVAL_S
         wait = self._last_draw + interval - time.monotonic()
         if wait > 0:
-            if self._timer is None:
-                self._timer = self.set_timer(wait, self._due)
+            self.owed = True
             return
+        self.owed = False
         self._drawn = key
         self._last_draw = time.monotonic()
         self.plot_draws += 1
@@ -222,6 +223,7 @@ class PlotsPane(PaneMixin, Container):
             plt.xticks([])
         widget.refresh()
 
-    def _due(self) -> None:
-        self._timer = None
-        self.redraw()
+    def draw_if_owed(self) -> None:
+        """Draw a deferred redraw once its interval has passed (the App's beat calls it)."""
+        if self.owed:
+            self.redraw()
