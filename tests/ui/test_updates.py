@@ -133,3 +133,15 @@ async def test_first_frame_shows_every_run_connecting(make_app) -> None:
         table = app.screen.query_one(RunsTable)
         assert table.row_count == 3  # before any pause: filled while mounting
         assert [table.cell_text(r, "state") for r in range(3)] == ["connecting"] * 3
+
+
+async def test_the_log_measures_new_lines_in_place_without_a_worker(make_app) -> None:
+    app = make_app(FixtureSession())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        log = app.screen.query_one(LogPane).log_widget
+        workers = len(app.workers)
+        wide = "x" * 150
+        log.write_lines([f"{wide} {i}" for i in range(3)])
+        # Textual's Log measures in a thread worker per write and sets the width later.
+        assert log.virtual_size.width == len(wide) + 2 and len(app.workers) == workers

@@ -27,8 +27,8 @@ MAX_LINES = 1000  # the monitor keeps 1000 recent lines per run; a full Log neve
 class LogLines(Log):
     """Textual's Log, measuring the width of new lines in place.
 
-    Log measures them in a thread worker it starts on every write: a thread
-    start per batch of a few lines, which cost more than the measuring.
+    Log measures them in a thread worker on every write (a Worker, a task, a hop
+    to the executor and back), which costs more than measuring a few lines.
     """
 
     def _update_size(self, updates: int, lines: list[str]) -> None:  # Log's worker
