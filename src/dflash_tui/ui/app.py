@@ -218,7 +218,8 @@ class DflashApp(App[int]):
         dirty = self._dirty_runs or self._dirty_hosts or self._dirty_transfers or self._dirty_evals
         # Half a beat of slack: a window of 2 s is every second beat, not every third.
         views_due = dirty and now - self._views_at >= max(VIEWS_FLUSH_S, refresh_s) - BEAT_S / 2
-        with self.batch_update():
+        with self.batch_update(), contextlib.suppress(NoMatches):
+            # NoMatches: a layout change is recomposing the screen; it refills every pane.
             if views_due:
                 self._flush_views()  # takes the pending lines along and redraws the ages
             else:
