@@ -1,14 +1,14 @@
 """The console App: the only part of the UI that talks to the core.
 
 It holds a session (`dflash_tui.session.ConsoleSession`, or anything with
-the same interface), turns the session's events into small messages, and
-batches them on one beat (BEAT_S): runs, hosts and transfers are re-read at
+the same interface), marks what the session's events changed, and paints it
+on one beat (BEAT_S), in one frame: runs, hosts and transfers are re-read at
 most every `max(VIEWS_FLUSH_S, refresh_s)` (the probes' own pace: nothing is
 polled faster), the selected run's new log lines and owed plot redraws on
 the next beat, and only for panes that are on screen (a hidden pane is
 marked stale and filled when it shows). Ages tick every `refresh_s` without
-asking the core for anything new. What one beat changes is one frame. UI state that outlives a layout change (selected run, follow,
-filter, active tab) lives here, not in the panes.
+asking the core for anything new. UI state that outlives a layout change
+(selected run, follow, filter, active tab) lives here, not in the panes.
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ from dflash_tui.ui.screens.relay_form import RelayForm
 from dflash_tui.ui.screens.tasks import TasksScreen
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 
+# Each frame Textual paints renders every widget that the changed regions touch (about
+# 40 ms at 160x48 on a small VM), so all that the core pushes reaches the screen on one
+# beat a second and in one frame: new log lines, runs, hosts, owed plot redraws, ages.
+# Keys and alerts are answered at once, not on the beat.
 BEAT_S = 1.0
 VIEWS_FLUSH_S = 1.0
-# Each frame Textual paints renders every widget that the changed regions touch (15-30 ms
-# at 160x48 on a small VM), so all that the core pushes reaches the screen on one beat a
-# second and in one frame: new log lines, runs, hosts, owed plot redraws, ages. Keys and
-# alerts are answered at once, not on the beat.
 NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
@@ -227,9 +227,7 @@ class DflashApp(App[int]):
                     self._flush_lines()
                 if now - self._ticked_at >= refresh_s - BEAT_S / 2:
                     self._tick()
-            for screen in self.screen_stack:
-                for plots in screen.query(PlotsPane):
-                    plots.draw_if_owed()
+            self.main.query_one(PlotsPane).draw_if_owed()
 
     # ------------------------------------------------------------------ filling panes
 
