@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 from dflash_tui.config import load_config
@@ -28,8 +30,9 @@ from dflash_tui.monitor.liveness import (
 )
 from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote import HostPool, HostUnreachable
+from dflash_tui.remote.command import shell_join
 from tests.monitor.conftest import Collector, eventually
-from tests.testbed import SshdHost
+from tests.testbed import ClientKey, SshdHost
 
 
 def test_parse_drops_the_probe_its_ancestors_and_our_own_sessions() -> None:
@@ -188,6 +191,59 @@ async def test_a_pattern_matching_the_probe_and_our_tails_finds_only_the_real_pr
                 await got.close()
     finally:
         trainer.kill()
+
+
+class _CountingSession(asyncssh.SSHClientSession[bytes]):
+    """Counts the stdout chunks that arrive: one per SSH data packet sshd sent."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.done = asyncio.Event()
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        if datatype is None:
+            self.chunks.append(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.done.set()
+
+
+async def test_the_probe_reaches_the_console_in_one_packet_not_one_per_line(
+    sshd: SshdHost, client_key: ClientKey, known_hosts: Path, tmp_path: Path
+) -> None:
+    # Printed line by line, a probe of 10 live runs arrived as ~60 packets (24.5 ms of
+    # console CPU each probe, every refresh_s, per host); printed at the end, as one.
+    tag = uuid.uuid4().hex[:10]
+    trainers, targets = [], []
+    for i in range(10):
+        log = tmp_path / f"train_{i}.log"
+        log.write_text("step 1\n")
+        trainers.append(
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"tr-{tag}-{i}"])
+        )
+        targets.append(ProbeTarget(str(log), f"tr-{tag}-{i}$"))
+    known_hosts.write_text(sshd.known_hosts_line())
+    try:
+        async with asyncssh.connect(
+            "127.0.0.1",
+            port=sshd.port,
+            username="root",
+            client_keys=[str(client_key.private)],
+            known_hosts=str(known_hosts),
+        ) as conn:
+            chan, session = await conn.create_session(
+                _CountingSession, shell_join(probe_argv()), encoding=None
+            )
+            chan.write(probe_input(targets).encode())
+            chan.write_eof()
+            await asyncio.wait_for(session.done.wait(), 30)
+        probe = parse_probe(b"".join(session.chunks).decode(), len(targets))
+        assert [[p.pid for p in r.processes] for r in probe.runs] == [[t.pid] for t in trainers]
+        # One write of ~2 KB; sshd may still split it, never into one packet per line.
+        assert len(session.chunks) <= 2, [len(c) for c in session.chunks]
+    finally:
+        for t in trainers:
+            t.kill()
 
 
 async def test_gpus_from_nvidia_smi_inside_the_exec_prefix_and_none_without_it(

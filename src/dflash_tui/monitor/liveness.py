@@ -35,8 +35,10 @@ MAX_COMMAND_CHARS = 4096
 
 PROBE_SCRIPT = r"""# dflash-tui-probe: host clock, each run's log and processes, GPU use.
 # stdin: the number of runs, then two lines per run: its log path, its process
-# pattern ("" = none).
+# pattern ("" = none). Everything is printed at the end, in one write: line by
+# line, each printf would reach the console as an SSH packet of its own.
 me=$$
+probe() {
 printf 'NOW %s\n' "$(date +%s.%N)"
 sid=$(ps -o sid= -p "$me" 2>/dev/null | tr -d ' ')
 anc= p=$me i=0
@@ -100,6 +102,9 @@ else
     printf 'NOGPU\n'
 fi
 printf 'END\n'
+}
+out=$(probe)
+printf '%s\n' "$out"
 """
 
 

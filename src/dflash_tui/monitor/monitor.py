@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 SERIES_REFRESH_S = 1.0
 """Plot columns are rebuilt at most this often per run (10k points take ~15 ms)."""
+GATHER_MAX_S = 5.0
+"""The longest a tail of a run whose log is not on screen waits on the host by default."""
 
 Calibration = Callable[[str], Sequence[tuple[float, float]]]
 """run name -> (training acc at a checkpoint's step, measured tau_top1) pairs."""
@@ -67,7 +69,10 @@ class MonitorOptions:
     poll_s: float = 0.1
     notify: bool = True
     batch_s: float = 0.075
-    gather_s: float = 1.0  # tails of runs not in `set_live`: one frame per this many seconds
+    # Tails of runs not in `set_live` send one frame per this many seconds; None: the
+    # config's refresh_s (at most GATHER_MAX_S), the pace at which the runs table is
+    # repainted, so gathering longer than a second costs the screen nothing.
+    gather_s: float | None = None
     probe_timeout_s: float = 20.0
     history_timeout_s: float = 120.0
     notices_kept: int = 20
@@ -281,8 +286,9 @@ class Monitor:
         """Runs whose new lines someone is reading now (None: all of them, the default).
 
         Their tails send each line at once; the others gather for `gather_s`
-        on the host and send one frame, which is most of the cost of watching
-        many busy logs (their metrics still arrive well within `refresh_s`).
+        (by default `refresh_s`) on the host and send one frame, which is most of
+        the cost of watching many busy logs (their metrics still arrive within
+        `refresh_s`, as often as the runs table is repainted).
         """
         self._live = None if runs is None else frozenset(runs)
         for run in self._runs.values():
@@ -290,7 +296,11 @@ class Monitor:
                 run.tail.set_gather(self._gather_for(run.cfg.name))
 
     def _gather_for(self, run: str) -> float:
-        return 0.0 if self._live is None or run in self._live else self.options.gather_s
+        if self._live is None or run in self._live:
+            return 0.0
+        if self.options.gather_s is not None:
+            return self.options.gather_s
+        return min(self.config.console.refresh_s, GATHER_MAX_S)
 
     def subscribe(self, callback: Callable[[MonitorEvent], None]) -> Callable[[], None]:
         """Call `callback(event)` on the event loop for every event; returns an unsubscribe."""
