@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from dflash_tui.monitor.history import History
+from dflash_tui.monitor.history import History, LazySeries
 from dflash_tui.monitor.metrics import Metrics
 
 
@@ -86,3 +86,19 @@ def test_series_columns_align_and_mark_gaps() -> None:
     assert s.steps == (1, 2) and s.loss[0] == 2.0 and math.isnan(s.loss[1])
     assert s.acc_ema[1] == 0.5 and h.series() is s  # cached until something changes
     assert h.value_at(1, "loss") == 2.0 and h.value_at(0, "loss") is None
+
+
+def test_a_lazy_series_answers_its_length_and_last_values_without_building_columns() -> None:
+    h = History()
+    for step in range(1, 200):
+        h.add(Metrics(step=step, loss=10.0 / step, acc=None if step % 7 == 0 else step / 400))
+    h.add(Metrics(step=200, acc=0.9))  # no loss on the newest point: the one before counts
+    lazy = LazySeries(h)
+    assert len(lazy) == 200
+    assert lazy.last_value("loss") == pytest.approx(10.0 / 199)
+    assert lazy.last_value("acc") == 0.9 and lazy.last_value("lr") is None
+    assert object.__getattribute__(lazy, "_built") is None  # nothing built for that
+    built = h.series()
+    for name in ("steps", "loss", "loss_ema", "acc", "acc_ema", "tok_s", "lr"):
+        assert lazy.last_value(name) == built.last_value(name), name
+    assert len(built) == len(lazy) == 200

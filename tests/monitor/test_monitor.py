@@ -165,3 +165,35 @@ async def test_a_log_under_the_remote_home_is_found_tailed_and_loaded(
             assert monitor.run_view("r").log == "~/train.log"
         finally:
             await monitor.stop()
+
+
+class _CountingPool(HostPool):
+    """The real pool, counting the latency round trips it is asked for."""
+
+    pings = 0
+
+    async def ping(self, name: str, timeout: float | None = None) -> float:
+        self.pings += 1
+        return await super().ping(name, timeout)
+
+
+async def test_the_host_is_probed_every_refresh_but_pinged_every_ten_seconds_or_on_request(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    config = load_config(write_config({"a": sshd}, refresh_s=0.2))
+    async with _CountingPool(config) as pool:
+        monitor = Monitor(config, pool)
+        await monitor.start()
+        try:
+            assert await monitor.wait_for(lambda m: m.host_view("a").latency_ms is not None, 15)
+            first = monitor.host_view("a").probed_at
+            assert await monitor.wait_for(
+                lambda m: (m.host_view("a").probed_at or 0) > first + 1.0, 15
+            )
+            assert pool.pings == 1  # five probes and more, one round trip
+            latency = monitor.host_view("a").latency_ms
+            assert latency is not None and latency > 0
+            monitor.refresh_now("a")  # `r`: everything now, the round trip too
+            assert await monitor.wait_for(lambda m: pool.pings == 2, 10)
+        finally:
+            await monitor.stop()

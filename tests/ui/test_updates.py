@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from textual.widgets import TabbedContent
+from textual.widgets import Static, TabbedContent
 
 from dflash_tui.monitor.liveness import RunState
 from dflash_tui.session import TransfersChanged, TransferView
@@ -93,6 +93,11 @@ async def test_plots_redraw_new_points_every_few_seconds_and_another_run_at_once
             series = grown(series, step)
             plots.update_series("slammed5", series)
         assert plots.plot_draws == 1 and plots.owed  # deferred, not dropped
+        series = dataclasses.replace(series, loss=(*series.loss[:-1], 0.1234))
+        plots.update_series("slammed5", series)
+        caption = plots.query_one("#chart-loss .caption", Static)
+        # The caption follows at once, while the canvas waits for its interval.
+        assert plots.plot_draws == 1 and "loss  0.1234" in str(caption.render())
         plots.draw_if_owed()
         assert plots.plot_draws == 1  # too early still
         plots._last_draw -= DATA_INTERVAL_S  # as if the interval had passed
@@ -133,6 +138,25 @@ async def test_first_frame_shows_every_run_connecting(make_app) -> None:
         table = app.screen.query_one(RunsTable)
         assert table.row_count == 3  # before any pause: filled while mounting
         assert [table.cell_text(r, "state") for r in range(3)] == ["connecting"] * 3
+
+
+async def test_the_log_renders_each_line_once_not_on_every_repaint(make_app) -> None:
+    app = make_app(FixtureSession())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        log = app.screen.query_one(LogPane).log_widget
+        log.write_lines([f"line {i}" for i in range(40)])
+        await pilot.pause()
+        rendered: list[str] = []
+        process = log._process_line
+        log._process_line = lambda line: rendered.append(line) or process(line)
+        log.refresh()  # what a scroll by one new line does to the rows on screen
+        await pilot.pause()
+        # Textual's Log (8.2) caches a rendered line only while text is selected.
+        assert rendered == [], f"{len(rendered)} lines rendered again"
+        log.write_lines(["new line"])
+        await pilot.pause()
+        assert rendered == ["new line", "new line"]  # measured, then rendered; once
 
 
 async def test_the_log_measures_new_lines_in_place_without_a_worker(make_app) -> None:

@@ -30,6 +30,7 @@ point fills that point's gaps.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections import deque
 from collections.abc import Iterator
@@ -110,6 +111,13 @@ class HistorySeries:
     def __len__(self) -> int:
         return len(self.steps)
 
+    def last_value(self, name: str) -> float | None:
+        """The newest value in column `name` that is not missing (a caption's number)."""
+        for value in reversed(getattr(self, name)):
+            if not math.isnan(value):
+                return value
+        return None
+
 
 _SERIES_FIELDS = frozenset(("steps", "loss", "loss_ema", "acc", "acc_ema", "tok_s", "lr"))
 
@@ -141,6 +149,17 @@ class LazySeries(HistorySeries):
 
     def __hash__(self) -> int:
         return hash(self._columns())
+
+    def __len__(self) -> int:
+        built = object.__getattribute__(self, "_built")
+        return len(built) if built is not None else len(object.__getattribute__(self, "_history"))
+
+    def last_value(self, name: str) -> float | None:
+        """As HistorySeries.last_value, read from the history without building the columns."""
+        built = object.__getattribute__(self, "_built")
+        if built is not None:
+            return built.last_value(name)
+        return object.__getattribute__(self, "_history").last_value(name)
 
     def __getattribute__(self, name: str) -> object:
         if name in _SERIES_FIELDS:
@@ -296,6 +315,14 @@ class History:
 
     def trend(self, name: str) -> Trend:
         """Last value, EMA and slope (per 1000 steps) of `loss`, `acc` or `tok_s`."""
+        # The common case, every recent point carrying `name`: comprehensions over the
+        # last `slope_points` (each run's trends are rebuilt every refresh).
+        newest = list(itertools.islice(reversed(self._recent), self.slope_points))
+        values = [getattr(point, name) for point in newest]
+        if newest and None not in values:
+            slope = _slope([point.step for point in newest], values)
+            ema = getattr(newest[0], f"{name}_ema")
+            return Trend(values[0], ema, None if slope is None else slope * 1000.0, len(values))
         xs: list[float] = []
         ys: list[float] = []
         last_value = None
@@ -318,19 +345,19 @@ class History:
 
     def steps_per_s(self) -> float | None:
         """Training speed over the last ~10 minutes of points; None when it cannot be told."""
+        newest = list(itertools.islice(reversed(self._recent), RATE_MAX_POINTS))
         for attr in ("time", "recv"):
-            window: list[tuple[float, int]] = []
-            for point in reversed(self._recent):
-                t = getattr(point, attr)
-                if t is None:
+            # The oldest of the newest points with a time, within RATE_WINDOW_S of the
+            # newest (but at least two points): scalars, no window list built.
+            times = [getattr(point, attr) for point in newest]
+            oldest = -1
+            for i, t in enumerate(times):
+                if t is None or (i >= 2 and times[0] - t > RATE_WINDOW_S):
                     break
-                if window and window[0][0] - t > RATE_WINDOW_S and len(window) >= 2:
-                    break
-                window.append((t, point.step))
-                if len(window) >= RATE_MAX_POINTS:
-                    break
-            if len(window) >= 2:
-                (t_last, s_last), (t_first, s_first) = window[0], window[-1]
+                oldest = i
+            if oldest >= 1:
+                t_last, t_first = times[0], times[oldest]
+                s_last, s_first = newest[0].step, newest[oldest].step
                 if t_last > t_first and s_last > s_first:
                     return (s_last - s_first) / (t_last - t_first)
         return None
@@ -352,6 +379,15 @@ class History:
             if value is not None:
                 return value
             i -= 1
+        return None
+
+    def last_value(self, name: str) -> float | None:
+        """The newest retained point's `name` (a series column) that is not missing."""
+        for points in (self._recent, self._older):
+            for point in reversed(points):
+                value = getattr(point, name) if name != "steps" else point.step
+                if value is not None and not math.isnan(value):
+                    return value
         return None
 
     def series(self) -> HistorySeries:
@@ -382,8 +418,8 @@ def _slope(xs: list[float], ys: list[float]) -> float | None:
         return None
     mx = sum(xs) / n
     my = sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
+    dx = [x - mx for x in xs]
+    sxx = sum([d * d for d in dx])
     if sxx <= 0:
         return None
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    return sxy / sxx
+    return sum([d * (y - my) for d, y in zip(dx, ys, strict=True)]) / sxx

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 
 SERIES_REFRESH_S = 1.0
 """Plot columns are rebuilt at most this often per run (10k points take ~15 ms)."""
+PING_EVERY_S = 10.0
+"""A host's round trip is measured at most this often (and after a wake or a failure):
+the probe itself runs every refresh_s, and a `true` round trip costs about as much."""
 GATHER_MAX_S = 5.0
 """The longest a tail of a run whose log is not on screen waits on the host by default."""
 
@@ -144,6 +148,7 @@ class _Host:
         self.latency_ms: float | None = None
         self.probe: HostProbe | None = None
         self.probed_at: float | None = None
+        self.pinged_at = -math.inf  # monotonic
         self.version = 0
         self.view: HostView | None = None
         self.wake = asyncio.Event()
@@ -620,17 +625,21 @@ class Monitor:
 
     async def _probe_loop(self, host: _Host) -> None:
         refresh_s = self.config.console.refresh_s
+        woken = True
         while not self._stopping:
             began = time.monotonic()
-            await self._probe(host)
+            await self._probe(host, ping=woken or began - host.pinged_at >= PING_EVERY_S)
             host.wake.clear()
             left = refresh_s - (time.monotonic() - began)
+            woken = False
             if left > 0:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(host.wake.wait(), left)
+                    woken = True
 
-    async def _probe(self, host: _Host) -> None:
-        """Ping and probe `host` once, then re-judge its runs."""
+    async def _probe(self, host: _Host, ping: bool = True) -> None:
+        """Probe `host` once (pinging it first if `ping`, or it was not reachable), then
+        re-judge its runs."""
         async with host.lock:
             runs = [r for r in self._runs.values() if r.cfg.host == host.name]
             targets = [ProbeTarget(r.cfg.log, r.cfg.process) for r in runs]
@@ -639,7 +648,9 @@ class Monitor:
             probe: HostProbe | None = None
             now = self.clock()
             try:
-                host.latency_ms = round(await self.pool.ping(host.name, timeout), 1)
+                if ping or host.reachable is not True or host.latency_ms is None:
+                    host.latency_ms = round(await self.pool.ping(host.name, timeout), 1)
+                    host.pinged_at = time.monotonic()
                 before = self.clock()
                 result = await self.pool.run(
                     host.name,

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.cells import cell_len
+from rich.style import Style
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import Input, Log, Static
 
 from dflash_tui.monitor.views import LogLine
@@ -25,16 +27,30 @@ MAX_LINES = 1000  # the monitor keeps 1000 recent lines per run; a full Log neve
 
 
 class LogLines(Log):
-    """Textual's Log, measuring the width of new lines in place.
+    """Textual's Log, measuring the width of new lines in place and rendering each line once.
 
-    Log measures them in a thread worker on every write (a Worker, a task, a hop
-    to the executor and back), which costs more than measuring a few lines.
+    Log measures new lines in a thread worker on every write (a Worker, a task, a
+    hop to the executor and back), which costs more than measuring a few lines.
+    And Log (textual 8.2) keeps a rendered line in its cache only while text is
+    selected, so every repaint (each scroll by a new line) rendered every
+    visible line again; here a line is rendered once and kept, as Log means to.
     """
 
     def _update_size(self, updates: int, lines: list[str]) -> None:  # Log's worker
         if lines:
             width = max(cell_len(self._process_line(line)) for line in lines)
             self._update_maximum_width(updates, width)
+
+    def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
+        if self.text_selection is not None:
+            return super()._render_line_strip(y, rich_style)  # selection: Log's own path
+        strip = self._render_line_cache.get(y)
+        if strip is None:
+            # Log drops its cache on writes to that line, on pruning (re-keyed), on
+            # clear and on style changes, so a kept strip is never stale.
+            strip = super()._render_line_strip(y, rich_style)
+            self._render_line_cache[y] = strip
+        return strip
 
 
 class LogPane(PaneMixin, Vertical):
