@@ -19,7 +19,7 @@ from dflash_tui.remote import (
     HostPool,
     HostUnreachable,
 )
-from tests.testbed import SshdHost, free_port
+from tests.testbed import SshdHost, connect_directly, free_port
 
 
 async def test_connect_run_and_reuse_one_connection(sshd: SshdHost, write_config) -> None:
@@ -402,13 +402,8 @@ async def test_pooled_connections_send_no_ignore_packet_per_data_packet(
         assert out.stdout.strip() == str(len(data))
         await asyncio.sleep(0.3)  # sshd writes its log asynchronously
         pooled = _ignores_received(host) - before
-    async with asyncssh.connect(
-        "127.0.0.1",
-        port=host.port,
-        username="root",
-        client_keys=[str(client_key.private)],
-        known_hosts=str(known_hosts),
-        encryption_algs=["aes128-gcm@openssh.com"],
+    async with connect_directly(
+        host, client_key, known_hosts, encryption_algs=["aes128-gcm@openssh.com"]
     ) as conn:
         assert not is_quiet(conn)
         before = _ignores_received(host)

@@ -184,6 +184,20 @@ class SshdHost:
             self.process = None
 
 
+def connect_directly(
+    host: SshdHost, client_key: ClientKey, known_hosts: Path, **options: Any
+) -> Any:
+    """A plain asyncssh connection to `host` as root, outside the pool (`async with`)."""
+    return asyncssh.connect(
+        host.address,
+        port=host.port,
+        username="root",
+        client_keys=[str(client_key.private)],
+        known_hosts=str(known_hosts),
+        **options,
+    )
+
+
 def hosts_toml(
     path: Path,
     hosts: Mapping[str, Mapping[str, Any]],

@@ -32,7 +32,7 @@ from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote import HostPool, HostUnreachable
 from dflash_tui.remote.command import shell_join
 from tests.monitor.conftest import Collector, eventually
-from tests.testbed import ClientKey, SshdHost
+from tests.testbed import ClientKey, SshdHost, connect_directly
 
 
 def test_parse_drops_the_probe_its_ancestors_and_our_own_sessions() -> None:
@@ -224,13 +224,7 @@ async def test_the_probe_reaches_the_console_in_one_packet_not_one_per_line(
         targets.append(ProbeTarget(str(log), f"tr-{tag}-{i}$"))
     known_hosts.write_text(sshd.known_hosts_line())
     try:
-        async with asyncssh.connect(
-            "127.0.0.1",
-            port=sshd.port,
-            username="root",
-            client_keys=[str(client_key.private)],
-            known_hosts=str(known_hosts),
-        ) as conn:
+        async with connect_directly(sshd, client_key, known_hosts) as conn:
             chan, session = await conn.create_session(
                 _CountingSession, shell_join(probe_argv()), encoding=None
             )

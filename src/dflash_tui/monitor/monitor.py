@@ -628,7 +628,7 @@ class Monitor:
         woken = True
         while not self._stopping:
             began = time.monotonic()
-            await self._probe(host, ping=woken or began - host.pinged_at >= PING_EVERY_S)
+            await self._probe(host, force_ping=woken)
             host.wake.clear()
             left = refresh_s - (time.monotonic() - began)
             woken = False
@@ -637,9 +637,9 @@ class Monitor:
                     await asyncio.wait_for(host.wake.wait(), left)
                     woken = True
 
-    async def _probe(self, host: _Host, ping: bool = True) -> None:
-        """Probe `host` once (pinging it first if `ping`, or it was not reachable), then
-        re-judge its runs."""
+    async def _probe(self, host: _Host, force_ping: bool = True) -> None:
+        """Probe `host` once, then re-judge its runs. It is pinged first if `force_ping`,
+        if it was not reachable, or if its last ping is PING_EVERY_S old."""
         async with host.lock:
             runs = [r for r in self._runs.values() if r.cfg.host == host.name]
             targets = [ProbeTarget(r.cfg.log, r.cfg.process) for r in runs]
@@ -648,7 +648,8 @@ class Monitor:
             probe: HostProbe | None = None
             now = self.clock()
             try:
-                if ping or host.reachable is not True or host.latency_ms is None:
+                stale = time.monotonic() - host.pinged_at >= PING_EVERY_S
+                if force_ping or stale or host.reachable is not True or host.latency_ms is None:
                     host.latency_ms = round(await self.pool.ping(host.name, timeout), 1)
                     host.pinged_at = time.monotonic()
                 before = self.clock()
