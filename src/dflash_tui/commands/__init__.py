@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "jobs",
     "cancel",
     "collect",
+    "import_served",
     "leaderboard",
     "estimate",
     "sweep",

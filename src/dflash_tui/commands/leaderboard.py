@@ -19,6 +19,14 @@ from dflash_tui.evals.leaderboard import (
     leaderboard_suites,
 )
 from dflash_tui.evals.manager import open_eval_state
+from dflash_tui.evals.served.board import (
+    SERVED_LABEL,
+    ServedSection,
+    row_cells,
+    served_section,
+    served_suites,
+)
+from dflash_tui.evals.served.store import ServedStore
 from dflash_tui.evals.store import ResultsStore
 
 MAX_COLUMNS = 6
@@ -30,8 +38,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="ranked checkpoints per suite vs the baseline",
         description="Per suite, one row per checkpoint (its latest result): each metric, its ratio "
-        "to the baseline checkpoint, the training step and when it was measured. Reads the local "
-        "results store only (run `dflash-tui collect` first).",
+        "to the baseline checkpoint, the training step and when it was measured. Served results "
+        "(`dflash-tui import`: tau from real decoding) follow in a section of their own, never "
+        "ranked with the offline streaks. Reads the local results store only (run "
+        "`dflash-tui collect` first).",
     )
     p.add_argument("suite", nargs="?", metavar="SUITE", help="one suite (default: all)")
     p.add_argument("--sort", default=DEFAULT_SORT, metavar="METRIC", help="rank by (tau_top1)")
@@ -105,6 +115,26 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
         print(format_table(cells, [*table[: len(columns) + 2], ("n", "ANCHORS")]))
 
 
+SERVED_TABLE = [
+    ("checkpoint", "CHECKPOINT"),
+    ("task", "TASK"),
+    ("method", "METHOD"),
+    ("served_tau", "SERVED TAU"),
+    ("tok_s", "TOK/S"),
+    ("speedup", "SPEEDUP"),
+    ("settings", "SETTINGS"),
+    ("format", "FROM"),
+]
+
+
+def _print_served(section: ServedSection) -> None:
+    """The board's served rows, after its offline table, under their own heading."""
+    if not section.rows:
+        return
+    print(f"\n-- {section.suite} / {SERVED_LABEL}")
+    print(format_table([row_cells(r) for r in section.rows], SERVED_TABLE))
+
+
 def _progress(args: argparse.Namespace) -> int:
     """`--run RUN`: the run's metrics against training step (evals.progress)."""
     from dflash_tui.evals.progress import format_progress, run_progress
@@ -139,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
     conn = open_eval_state(config.console.state_dir)
     try:
         store = ResultsStore(config.console.results_dir, conn)
+        served = ServedStore(config.console.results_dir, conn)
         suites = leaderboard_suites(config, store)
+        suites += served_suites(served, suites)
         if args.suite:
             if args.suite not in suites:
                 raise CommandError(
@@ -164,21 +196,27 @@ def run(args: argparse.Namespace) -> int:
                 )
             except ValueError as exc:
                 raise CommandError(str(exc), 2) from None
+        sections = [served_section(served, b.suite, [r.checkpoint for r in b.rows]) for b in boards]
     finally:
         conn.close()
     if args.json:
         out = []
-        for board in boards:
+        for board, section in zip(boards, sections, strict=True):
             data = board.as_dict(with_older=args.all)
             for row in data["rows"]:
+                row["kind"] = "offline"
                 row["created_at_iso"] = iso(row["created_at"])
+            data["served"] = section.as_list()
+            for row in data["served"]:
+                row["imported_at_iso"] = iso(row["imported_at"])
             out.append(data)
         print_json(out[0] if args.suite else {"suites": out})
         return 0
     if not boards:
         print("no suites configured and no results stored yet")
-    for i, board in enumerate(boards):
+    for i, (board, section) in enumerate(zip(boards, sections, strict=True)):
         if i:
             print()
         _print_board(board, args)
+        _print_served(section)
     return 0

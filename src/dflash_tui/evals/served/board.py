@@ -1,0 +1,79 @@
+"""Served rows beside a suite's leaderboard: labelled, in a section of their own.
+
+Offline rows rank checkpoints by streaks measured on cached hidden states; served
+rows are acceptance lengths from real decoding, under other settings (temperature,
+tree budget, batch size), often on other datasets. They never share a ranking
+column: a board's served section lists them by task, then in the board's
+checkpoint order, then newest import first, without ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dflash_tui.evals.served.record import settings_text
+from dflash_tui.evals.served.store import ServedResult, ServedStore
+
+SERVED_LABEL = "served: tau from real decoding (not ranked with the offline streaks)"
+
+
+@dataclass(frozen=True)
+class ServedSection:
+    """One suite's served rows (empty when none were imported)."""
+
+    suite: str
+    rows: tuple[ServedResult, ...]
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [r.as_dict() for r in self.rows]
+
+
+def served_section(store: ServedStore, suite: str, checkpoints: Sequence[str]) -> ServedSection:
+    """The served rows for `suite`'s board, whose checkpoints (in board order) are `checkpoints`."""
+    order = {name: i for i, name in enumerate(checkpoints)}
+    found = store.results(suite, {c: None for c in checkpoints})
+    rows = sorted(
+        enumerate(found),  # newest import first within a key (results() order)
+        key=lambda p: (
+            p[1].entry.task,
+            order.get(p[1].checkpoint, len(order)),
+            p[1].checkpoint,
+            p[0],
+        ),
+    )
+    return ServedSection(suite, tuple(r for _, r in rows))
+
+
+def served_suites(store: ServedStore, known: Iterable[str]) -> list[str]:
+    """Suites named only by served imports (to list after `known`)."""
+    known = set(known)
+    return [s for s in store.suites() if s not in known]
+
+
+def format_tau(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def format_tok_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def format_speedup(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def row_cells(row: ServedResult) -> dict[str, str]:
+    """The text of one served row, as the CLI table and the console show it."""
+    e = row.entry
+    return {
+        "checkpoint": row.checkpoint,
+        "task": e.task,
+        "method": e.method,
+        "served_tau": format_tau(e.tau),
+        "tok_s": format_tok_s(e.throughput_tok_s),
+        "speedup": format_speedup(e.speedup),
+        "settings": settings_text(e.settings),
+        "format": row.format,
+    }
