@@ -33,7 +33,7 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -170,6 +170,7 @@ class SessionAPI(Protocol):
     def jobs(self) -> tuple[Any, ...]: ...
     def leaderboards(self) -> tuple[Any, ...]: ...
     def leaderboard(self, suite: str, *, tasks: bool = False) -> Any | None: ...
+    def served(self, boards: Sequence[Any]) -> Mapping[str, Any]: ...
     async def start_eval(self, checkpoint: Any, suite: str) -> Any: ...
     async def cancel_job(self, job_id: str) -> Any: ...
     def set_baseline(self, suite: str, checkpoint: str | None) -> None: ...
@@ -411,11 +412,46 @@ class ConsoleSession:
         extra = self._complete_checkpoints()
         boards = []
         try:
-            for suite in leaderboard_suites(self.config, store):
+            suites = leaderboard_suites(self.config, store)
+            suites += self._served_suites(suites)
+            for suite in suites:
                 boards.append(build_leaderboard(self.config, store, suite, extra=extra))
         except (sqlite3.Error, ValueError) as exc:
             log.warning("cannot build the leaderboard: %s", exc)
         return tuple(boards)
+
+    def _served_store(self) -> Any:
+        """The served results beside the manager's results store (made once: it applies
+        its tables' schema)."""
+        from dflash_tui.evals.served.store import ServedStore
+
+        assert self._manager is not None
+        results = self._manager.results
+        cached = getattr(self, "_served_cache", None)
+        if cached is None or cached.conn is not results.conn:
+            cached = self._served_cache = ServedStore(results.root, results.conn)
+        return cached
+
+    def _served_suites(self, known: list[str]) -> list[str]:
+        from dflash_tui.evals.served.board import served_suites
+
+        return served_suites(self._served_store(), known)
+
+    def served(self, boards: Sequence[Any]) -> Mapping[str, Any]:
+        """Per board's suite, its served rows (`evals.served.board.ServedSection`)."""
+        if self._manager is None:
+            return {}
+        from dflash_tui.evals.served.board import served_section
+
+        try:
+            store = self._served_store()
+            return {
+                b.suite: served_section(store, b.suite, [r.checkpoint for r in b.rows])
+                for b in boards
+            }
+        except sqlite3.Error as exc:
+            log.warning("cannot read served results: %s", exc)
+            return {}
 
     def leaderboard(self, suite: str, *, tasks: bool = False) -> Any | None:
         """One suite's `Leaderboard` (with per-task rows when `tasks`); None if unavailable."""

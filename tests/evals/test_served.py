@@ -397,3 +397,27 @@ def test_served_results_filed_under_a_suite_of_their_own_get_a_board(
     assert [b["suite"] for b in boards] == ["coding10"]
     assert [r["checkpoint"] for r in boards[0]["served"]] == ["eagle", "eagle"]
     assert [r["checkpoint"] for r in boards[0]["rows"]] == ["zlab"]  # never an offline row
+
+
+async def test_the_console_session_gives_each_board_its_served_rows(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dflash_tui.config import load_config
+    from dflash_tui.session import ConsoleSession
+
+    add_offline(workdir, "zlab", 4.2, 1000.0)
+    assert cli(capsys, "import", "run.pt", "--checkpoint", "zlab")[0] == 0
+    session = ConsoleSession(load_config(workdir / "hosts.toml"), auto_eval=False)
+    session._start_evals()  # what start() does, without connecting to any host
+    try:
+        boards = session.leaderboards()
+        assert [b.suite for b in boards] == ["coding10"]
+        served = session.served(boards)
+        assert [r.entry.method for r in served["coding10"].rows] == [
+            "dflash",
+            "ddtree tb16",
+            "ddtree tb64",
+        ]
+        assert served["coding10"].rows[0].checkpoint == "zlab"
+    finally:
+        await session.stop()

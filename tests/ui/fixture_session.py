@@ -17,6 +17,9 @@ from dflash_tui.evals.estimate import estimate_tau
 from dflash_tui.evals.jobs import Job
 from dflash_tui.evals.leaderboard import Leaderboard, Row
 from dflash_tui.evals.progress import MetricSeries, Point, RunProgress
+from dflash_tui.evals.served.board import ServedSection
+from dflash_tui.evals.served.record import ServedEntry
+from dflash_tui.evals.served.store import ServedResult
 from dflash_tui.monitor.gpu import GpuInfo
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
@@ -322,6 +325,52 @@ def default_board(baseline: str = "zlab") -> Leaderboard:
     )
 
 
+def default_served(suite: str = "coding10") -> ServedSection:
+    """Served rows as `evals.served.board` lays them out: by task, in the board's order."""
+
+    def row(checkpoint: str, fmt: str, entry: ServedEntry) -> ServedResult:
+        return ServedResult(
+            checkpoint, None, fmt, entry, f"/runs/{fmt}.out", "ab" * 32, NOW - 600, "served/-/x"
+        )
+
+    ddtree = {"temperature": 0.0, "block_size": 16}
+    return ServedSection(
+        suite,
+        (
+            row(
+                "zlab",
+                "zlab",
+                ServedEntry("gsm8k", "dflash", 6.54, 201.5, 4.47, 45.12, {"block_size": 16}),
+            ),
+            row(
+                "slammed5/step-2000",
+                "ddtree",
+                ServedEntry("gsm8k", "dflash", 4.12, 150.3, 3.05, 49.3, ddtree),
+            ),
+            row(
+                "slammed5/step-2000",
+                "ddtree",
+                ServedEntry(
+                    "gsm8k", "ddtree tb64", 5.38, 171.0, 3.47, 49.3, {**ddtree, "tree_budget": 64}
+                ),
+            ),
+            row(
+                "zlab",
+                "zlab",
+                ServedEntry(
+                    "humaneval",
+                    "sglang",
+                    5.32,
+                    1379.1,
+                    None,
+                    None,
+                    {"backend": "sglang", "concurrency": 1},
+                ),
+            ),
+        ),
+    )
+
+
 def default_progress(run: str, board: Leaderboard, extra: tuple[Row, ...] = ()) -> RunProgress:
     """The run's progress as `evals.progress` builds it, from the fixture's leaderboard."""
     rows = [r for r in (*board.rows, *extra) if r.run == run and r.metrics and r.step]
@@ -373,6 +422,7 @@ class FixtureSession:
         self.progress_reads: list[tuple[str, str | None]] = []
         self.extra_results: tuple[Row, ...] = ()  # results added by a test (add_result)
         self.waiting: dict[str, frozenset[str]] = {}  # what the auto-eval queues next
+        self.served_sections: tuple[ServedSection, ...] = ()  # served rows (default_served)
 
     # ---- SessionAPI
     def now(self) -> float:
@@ -439,6 +489,9 @@ class FixtureSession:
 
     def leaderboard(self, suite: str, *, tasks: bool = False) -> Leaderboard | None:
         return default_board(self._baseline)
+
+    def served(self, boards: Any) -> dict[str, Any]:
+        return {s.suite: s for s in self.served_sections}
 
     async def start_eval(self, checkpoint: Any, suite: str) -> Job:
         name = checkpoint if isinstance(checkpoint, str) else checkpoint.name

@@ -170,3 +170,38 @@ async def test_inputs_use_box_drawing_borders_not_eighth_blocks(make_app) -> Non
         palette_input = app.screen.query_one("#--input")
         assert palette_input.styles.border_top[0] == "round"
         assert str(app.screen.query_one("SearchIcon").render()) == ">"
+
+
+async def test_served_rows_sit_in_their_own_table_and_keys_still_act_on_the_offline_rows(
+    make_app,
+) -> None:
+    from dflash_tui.evals.served.board import SERVED_LABEL
+    from dflash_tui.ui.panes.leaderboard import ServedTable
+    from tests.ui.fixture_session import default_served
+
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        pane = app.screen.query_one(LeaderboardPane)
+        served = pane.query_one(ServedTable)
+        assert not served.display  # nothing imported: no section at all
+        offline_rows = pane.table.row_count
+
+        session.served_sections = (default_served(),)
+        session.emit_jobs_changed()
+        await pilot.pause()
+        app.flush_now()
+        await pilot.pause()
+        assert served.display and served.row_count == 4
+        assert str(pane.query_one("#served-caption").render()).startswith(SERVED_LABEL)
+        assert cells(served, 1)[:4] == ["slammed5/step-2000", "gsm8k", "dflash", "4.12"]
+        assert pane.table.row_count == offline_rows  # never merged into the ranked rows
+        offline = [c for i in range(offline_rows) for c in cells(pane.table, i)]
+        assert "6.54" not in offline and "4.20" in offline  # zlab's served tau is not its rank
+        # b still marks the selected offline row; the served table never takes the focus
+        await pilot.press("j", "b")
+        await pilot.pause()
+        assert session._baseline == "slammed5/step-2000"
+        assert app.focused is not served

@@ -6,6 +6,7 @@ from __future__ import annotations
 from textual.pilot import Pilot
 
 from dflash_tui.ui.panes.plots import PlotsPane
+from tests.ui.fixture_session import FixtureSession, default_served
 
 
 async def settle(pilot: Pilot) -> None:
@@ -48,3 +49,20 @@ def test_progress_screen_80x24(snap_compare, make_app) -> None:
     assert snap_compare(
         make_app(), terminal_size=(80, 24), press=["5", "j", "p"], run_before=settle
     )
+
+
+def _served_session() -> FixtureSession:
+    session = FixtureSession()
+    session.served_sections = (default_served(),)
+    return session
+
+
+def test_leaderboard_tab_with_served_rows_80x24(snap_compare, make_app) -> None:
+    # Served rows (tau from real decoding) in their own labelled table under the offline one.
+    app = make_app(_served_session())
+    assert snap_compare(app, terminal_size=(80, 24), press=["5"], run_before=settle)
+
+
+def test_leaderboard_tab_with_served_rows_160x48(snap_compare, make_app) -> None:
+    app = make_app(_served_session())
+    assert snap_compare(app, terminal_size=(160, 48), press=["5"], run_before=settle)

@@ -379,6 +379,7 @@ class DflashApp(App[int]):
             self.suite_index,
             error=getattr(session, "evals_error", None),
             waiting={b.suite: session.auto_eval_waiting(b.suite) for b in boards},
+            served=session.served(boards),
         )
 
     def fill_progress(self) -> None:

@@ -8,6 +8,10 @@ auto-eval queues when a slot frees). `e` evaluates the selected checkpoint
 on this suite, `b` makes it the baseline, enter shows its per-task results,
 `p` plots its run's progress over training. Until eval support
 is available (or no suite is configured), the pane says what will appear.
+
+Served results (`dflash-tui import`: tau from real decoding) sit below, in a table
+of their own under a label saying so, never ranked with the offline rows; the
+section is absent while the suite has none.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from dflash_tui.evals.leaderboard import format_metric, format_ratio
+from dflash_tui.evals.served.board import SERVED_LABEL, row_cells
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.actions import binding_for
 from dflash_tui.ui.panes.base import PaneMixin
@@ -43,12 +48,20 @@ class LeaderboardTable(DataTable):
     COMPONENT_CLASSES = {"board--baseline", "board--dim", "board--job"}
 
 
+class ServedTable(DataTable):
+    """The suite's served rows (real decoding): read-only, the keys act on the offline rows."""
+
+    can_focus = False
+
+
 class LeaderboardPane(PaneMixin, Vertical):
     pane_name = "leaderboard"
     can_focus = True
     DEFAULT_CSS = """
     LeaderboardPane > #board-caption { height: auto; }
     LeaderboardPane > LeaderboardTable { height: 1fr; }
+    LeaderboardPane > #served-caption { height: 1; padding: 0 1; text-style: bold; }
+    LeaderboardPane > ServedTable { height: auto; max-height: 40%; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -61,10 +74,14 @@ class LeaderboardPane(PaneMixin, Vertical):
         self._now = 0.0
         self._shape: tuple[object, ...] = ()
         self._waiting: dict[str, frozenset[str]] = {}
+        self._served: dict[str, Any] = {}
+        self._served_shape: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static(PLACEHOLDER, id="board-caption", markup=False)
         yield LeaderboardTable(id="board-table", cursor_type="row", cell_padding=1)
+        yield Static(SERVED_LABEL, id="served-caption", markup=False)
+        yield ServedTable(id="served-table", cursor_type="none", cell_padding=1)
 
     @property
     def table(self) -> LeaderboardTable:
@@ -79,11 +96,14 @@ class LeaderboardPane(PaneMixin, Vertical):
         suite_index: int = 0,
         error: str | None = None,
         waiting: Mapping[str, frozenset[str]] | None = None,
+        served: Mapping[str, Any] | None = None,
     ) -> None:
         """Store what to show; `waiting` is, per suite, the checkpoints the auto-eval
-        queues next (they say so instead of "not evaluated")."""
+        queues next (they say so instead of "not evaluated"); `served`, per suite, its
+        `evals.served.board.ServedSection`."""
         self._available, self._error = available, error
         self._waiting = dict(waiting or {})
+        self._served = dict(served or {})
         self.boards, self._jobs, self._now = tuple(boards), tuple(jobs), now
         self.suite_index = suite_index % len(self.boards) if self.boards else 0
         self.draw_or_defer()
@@ -111,6 +131,7 @@ class LeaderboardPane(PaneMixin, Vertical):
             caption.update(self._error or PLACEHOLDER)
             caption.add_class("placeholder")
             table.display = False
+            self._draw_served(None)
             return
         caption.remove_class("placeholder")
         table.display = True
@@ -136,6 +157,40 @@ class LeaderboardPane(PaneMixin, Vertical):
             names = [r.checkpoint for r in board.rows]
             if selected.checkpoint in names:
                 table.move_cursor(row=names.index(selected.checkpoint), animate=False)
+        self._draw_served(self._served.get(board.suite))
+
+    def _draw_served(self, section: Any | None) -> None:
+        """The served section under the offline table; hidden while there is nothing in it."""
+        caption = self.query_one("#served-caption", Static)
+        table = self.query_one(ServedTable)
+        rows = section.rows if section is not None else ()
+        caption.display = table.display = bool(rows)
+        if not rows:
+            return
+        caption.update(f"{SERVED_LABEL}: {len(rows)} row{'s' if len(rows) != 1 else ''}")
+        wide = self.size.width >= 110
+        columns = [
+            ("checkpoint", "checkpoint"),
+            ("task", "task"),
+            ("method", "method"),
+            ("served_tau", "served tau"),
+            ("tok_s", "tok/s"),
+            ("speedup", "speedup"),
+        ]
+        if wide:
+            columns += [("settings", "settings"), ("format", "from")]
+        if tuple(columns) != self._served_shape:
+            self._served_shape = tuple(columns)
+            table.clear(columns=True)
+            for key, label in columns:
+                table.add_column(label, key=key)
+        table.clear()
+        numeric = {"served_tau", "tok_s", "speedup"}
+        for row in rows:
+            cells = row_cells(row)
+            table.add_row(
+                *(Text(cells[k], justify="right" if k in numeric else "left") for k, _ in columns)
+            )
 
     def _caption(self, board: Any) -> Text:
         out = Text()
