@@ -209,6 +209,12 @@ def test_formats_are_detected_by_content_not_by_name() -> None:
     assert detect_format(json.dumps(results_doc("a", 3.0, 0.3)).encode()) is None
     with pytest.raises(ServedFormatError, match="dflash-eval/1 offline result"):
         read_served(Path("eval_results.json"), json.dumps(results_doc("a", 3.0, 0.3)).encode())
+    ddtree_log = (
+        "=" * 56 + "\nRunning Benchmark: dataset=gsm8k max_samples=128 model=Qwen/Qwen3-8B "
+        "draft=z-lab/Qwen3-8B-DFlash-b16 mode=sdpa\n" + "=" * 56 + "\n100%|####| 16/16\n"
+    )
+    with pytest.raises(ServedFormatError, match=r"x\.log: a DDTree benchmark console log"):
+        read_served(Path("x.log"), ddtree_log.encode())
     with pytest.raises(ServedFormatError, match=r"gsm8k\.log: no dflash\.benchmark summary"):
         read_served(Path("gsm8k.log"), b"100%|####| 16/16\n", "zlab")
     with pytest.raises(ServedFormatError, match=r"r\.json: 'gsm8k': expected a list of configs"):
@@ -304,6 +310,10 @@ def test_import_replace_files_it_under_another_checkpoint(
         "--json",
     )
     assert code == 0 and json.loads(out)["imported"][0]["checkpoint"] == "zz"
+    board = json.loads(cli(capsys, "leaderboard", "coding10", "--json")[1])
+    assert sorted(r["checkpoint"] for r in board["served"]) == ["zlab", "zz"]
+    # filed under no suite and under coding10 for the same checkpoint: one row
+    assert cli(capsys, "import", "gsm8k.log", "--checkpoint", "zlab", "--suite", "coding10")[0] == 0
     board = json.loads(cli(capsys, "leaderboard", "coding10", "--json")[1])
     assert sorted(r["checkpoint"] for r in board["served"]) == ["zlab", "zz"]
 

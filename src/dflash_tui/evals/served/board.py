@@ -33,7 +33,19 @@ class ServedSection:
 def served_section(store: ServedStore, suite: str, checkpoints: Sequence[str]) -> ServedSection:
     """The served rows for `suite`'s board, whose checkpoints (in board order) are `checkpoints`."""
     order = {name: i for i, name in enumerate(checkpoints)}
-    found = store.results(suite, {c: None for c in checkpoints})
+    found, seen = [], set()
+    for r in store.results(suite, {c: None for c in checkpoints}):
+        # the same file imported with and without --suite shows once
+        key = (
+            r.sha256,
+            r.checkpoint,
+            r.entry.task,
+            r.entry.method,
+            repr(sorted(r.entry.settings.items())),
+        )
+        if key not in seen:
+            seen.add(key)
+            found.append(r)
     rows = sorted(
         enumerate(found),  # newest import first within a key (results() order)
         key=lambda p: (

@@ -26,6 +26,11 @@ def _looks_offline(data: bytes) -> bool:
     return b'"dflash-eval/1"' in data[:4096]
 
 
+def _looks_like_ddtree_log(data: bytes) -> bool:
+    """DDTree's run_benchmark.sh banner: its benchmark.py prints no summary, it saves one."""
+    return b"Running Benchmark: dataset=" in data
+
+
 def read_served(
     path: Path, data: bytes, fmt: str = "auto", *, task: str | None = None
 ) -> ServedReport:
@@ -41,6 +46,12 @@ def read_served(
                     path,
                     "a dflash-eval/1 offline result, not a served one: offline results come in "
                     "through `dflash-tui collect` (a suite's `import` globs)",
+                )
+            if _looks_like_ddtree_log(data):
+                raise ServedFormatError(
+                    path,
+                    "a DDTree benchmark console log, which holds no results: import the .pt "
+                    "file its benchmark.py wrote (--save-path, runs/*.pt in run_benchmark.sh)",
                 )
             raise ServedFormatError(
                 path,
