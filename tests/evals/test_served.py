@@ -431,3 +431,16 @@ async def test_the_console_session_gives_each_board_its_served_rows(
         assert served["coding10"].rows[0].checkpoint == "zlab"
     finally:
         await session.stop()
+
+
+def test_served_rows_of_a_checkpoint_no_board_lists_still_show(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(capsys, "import", "gsm8k.log", "--checkpoint", "zlab")[0] == 0
+    # the config no longer names zlab (and it has no offline result): its rows stay visible
+    (workdir / "hosts.toml").write_text(CONFIG.replace('name = "zlab"', 'name = "zlab2"'))
+    doc = json.loads(cli(capsys, "leaderboard", "--json")[1])
+    assert doc["suites"][0]["served"] == []
+    assert [(r["checkpoint"], r["tau"]) for r in doc["served_on_no_board"]] == [("zlab", 6.54)]
+    out = cli(capsys, "leaderboard")[1]
+    assert "-- no board / served: tau from real decoding" in out

@@ -197,6 +197,15 @@ def run(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 raise CommandError(str(exc), 2) from None
         sections = [served_section(served, b.suite, [r.checkpoint for r in b.rows]) for b in boards]
+        on_boards = {r.checkpoint for b in boards for r in b.rows}
+        elsewhere = ServedSection(
+            "no board",
+            tuple(
+                r
+                for r in served.results()
+                if r.suite is None and r.checkpoint not in on_boards and not args.suite
+            ),
+        )
     finally:
         conn.close()
     if args.json:
@@ -210,7 +219,10 @@ def run(args: argparse.Namespace) -> int:
             for row in data["served"]:
                 row["imported_at_iso"] = iso(row["imported_at"])
             out.append(data)
-        print_json(out[0] if args.suite else {"suites": out})
+        if args.suite:
+            print_json(out[0])
+        else:  # served rows of checkpoints no board lists (a config that changed since)
+            print_json({"suites": out, "served_on_no_board": elsewhere.as_list()})
         return 0
     if not boards:
         print("no suites configured and no results stored yet")
@@ -219,4 +231,5 @@ def run(args: argparse.Namespace) -> int:
             print()
         _print_board(board, args)
         _print_served(section)
+    _print_served(elsewhere)
     return 0
