@@ -310,6 +310,10 @@ def test_import_replace_files_it_under_another_checkpoint(
         "--json",
     )
     assert code == 0 and json.loads(out)["imported"][0]["checkpoint"] == "zz"
+    copies = sorted(
+        p.parent.name for p in (workdir / "results/served/coding10").glob("*/gsm8k.log")
+    )
+    assert [c.split("__")[0] for c in copies] == ["zz"]  # the replaced import's copy is gone
     board = json.loads(cli(capsys, "leaderboard", "coding10", "--json")[1])
     assert sorted(r["checkpoint"] for r in board["served"]) == ["zlab", "zz"]
     # filed under no suite and under coding10 for the same checkpoint: one row
@@ -444,3 +448,22 @@ def test_served_rows_of_a_checkpoint_no_board_lists_still_show(
     assert [(r["checkpoint"], r["tau"]) for r in doc["served_on_no_board"]] == [("zlab", 6.54)]
     out = cli(capsys, "leaderboard")[1]
     assert "-- no board / served: tau from real decoding" in out
+
+
+def test_two_processes_importing_the_same_file_store_it_once(tmp_path: Path) -> None:
+    from dflash_tui.evals.served.store import ServedStore
+    from dflash_tui.state import open_state
+
+    data = sf.zlab_transformers(banner="gsm8k").encode()
+    report = read_served(Path("gsm8k.log"), data)
+    first = ServedStore(tmp_path / "results", open_state(tmp_path / "state"))
+    second = ServedStore(tmp_path / "results", open_state(tmp_path / "state"))
+    checks = iter([None])  # the second one looked before the first one stored it
+    real = second._existing
+    second._existing = lambda suite, sha: next(checks, None) or real(suite, sha)  # type: ignore[method-assign]
+    kw: dict[str, Any] = dict(source=Path("gsm8k.log"), suite=None, now=1.0)
+    assert first.add(report, data, checkpoint="a", **kw).stored
+    outcome = second.add(report, data, checkpoint="b", **kw)
+    assert not outcome.stored and outcome.checkpoint == "a"
+    assert [r.checkpoint for r in first.results()] == ["a"]
+    assert [p.name.split("__")[0] for p in (tmp_path / "results/served/-").iterdir()] == ["a"]

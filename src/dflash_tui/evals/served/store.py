@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -205,9 +206,22 @@ class ServedStore:
                 ],
             )
             self.conn.execute("COMMIT")
-        except BaseException:
+        except sqlite3.IntegrityError:  # another process stored the same file meanwhile
             self.conn.execute("ROLLBACK")
+            again = self._existing(key, sha)
+            if again is None:
+                raise
+            if again["dir"] != rel.as_posix():
+                shutil.rmtree(self.root / rel, ignore_errors=True)
+            return ImportOutcome(
+                False, again["checkpoint"], suite, sha, again["dir"], report.entries
+            )
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
             raise
+        if old is not None and old["dir"] != rel.as_posix():  # replaced: its copy goes too
+            shutil.rmtree(self.root / old["dir"], ignore_errors=True)
         return ImportOutcome(True, checkpoint, suite, sha, rel.as_posix(), report.entries)
 
     def _results(self, where: str, args: list[Any]) -> list[ServedResult]:
