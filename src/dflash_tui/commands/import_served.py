@@ -23,8 +23,8 @@ from dflash_tui.evals.leaderboard import leaderboard_suites
 from dflash_tui.evals.manager import open_eval_state
 from dflash_tui.evals.served.board import format_speedup, format_tau, format_tok_s
 from dflash_tui.evals.served.formats import FORMAT_NAMES, read_served
-from dflash_tui.evals.served.record import ServedFormatError, settings_text
-from dflash_tui.evals.served.store import ServedStore
+from dflash_tui.evals.served.record import ServedFormatError, ServedReport, settings_text
+from dflash_tui.evals.served.store import ImportOutcome, ServedStore
 from dflash_tui.evals.store import ResultsStore
 from dflash_tui.evals.targets import configured_checkpoints
 
@@ -77,7 +77,54 @@ def _known_checkpoints(config: Any, results: ResultsStore) -> set[str]:
     return names | {r.checkpoint for r in results.results()}
 
 
-def _entry_rows(outcome: Any) -> list[dict[str, Any]]:
+ENTRY_COLUMNS = [
+    ("task", "TASK"),
+    ("method", "METHOD"),
+    ("tau", "SERVED TAU"),
+    ("tok_s", "TOK/S"),
+    ("speedup", "SPEEDUP"),
+    ("settings", "SETTINGS"),
+]
+
+
+def _check_placement(
+    args: argparse.Namespace, config: Any, results: ResultsStore, served: ServedStore
+) -> None:
+    """The rows must land on a board: a known --suite, else a checkpoint some board lists."""
+    if args.suite is not None:
+        suites = leaderboard_suites(config, results) + served.suites()
+        if args.suite not in suites:
+            raise CommandError(
+                f"no suite {args.suite!r} in {config.path} or the results store "
+                f"(suites: {', '.join(dict.fromkeys(suites)) or 'none'})",
+                2,
+            )
+    elif args.checkpoint not in _known_checkpoints(config, results):
+        raise CommandError(
+            f"checkpoint {args.checkpoint!r} is on no leaderboard yet (not in [[checkpoints]] "
+            f"of {config.path}, no offline results): pass --suite SUITE to file its served "
+            "results under that suite's board",
+            2,
+        )
+
+
+def _as_dict(path: Path, report: ServedReport, outcome: ImportOutcome) -> dict[str, Any]:
+    return {
+        "file": str(path),
+        "format": report.format,
+        "writer": report.writer,
+        "stored": outcome.stored,
+        "checkpoint": outcome.checkpoint,
+        "suite": outcome.suite,
+        "sha256": outcome.sha256,
+        "dir": outcome.dir,
+        "model": report.model,
+        "draft": report.draft,
+        "entries": [e.as_dict() for e in outcome.entries],
+    }
+
+
+def _entry_rows(outcome: ImportOutcome) -> list[dict[str, Any]]:
     return [
         {
             "task": e.task,
@@ -98,27 +145,13 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise CommandError(f"no such file: {', '.join(missing)}", 2)
     conn = open_eval_state(config.console.state_dir)
-    imported: list[dict[str, Any]] = []
+    done: list[tuple[Path, ServedReport, ImportOutcome]] = []
     errors: list[dict[str, str]] = []
     notes: list[str] = []
     try:
         results = ResultsStore(config.console.results_dir, conn)
         served = ServedStore(config.console.results_dir, conn)
-        if args.suite is not None:
-            suites = leaderboard_suites(config, results) + served.suites()
-            if args.suite not in suites:
-                raise CommandError(
-                    f"no suite {args.suite!r} in {config.path} or the results store "
-                    f"(suites: {', '.join(dict.fromkeys(suites)) or 'none'})",
-                    2,
-                )
-        elif args.checkpoint not in _known_checkpoints(config, results):
-            raise CommandError(
-                f"checkpoint {args.checkpoint!r} is on no leaderboard yet (not in [[checkpoints]] "
-                f"of {config.path}, no offline results): pass --suite SUITE to file its served "
-                "results under that suite's board",
-                2,
-            )
+        _check_placement(args, config, results, served)
         for path in paths:
             try:
                 data = path.read_bytes()
@@ -144,46 +177,21 @@ def run(args: argparse.Namespace) -> int:
                     f"{path}: already imported for {outcome.checkpoint} (same sha256); "
                     "--replace files it under the new name"
                 )
-            imported.append(
-                {
-                    "file": str(path),
-                    "format": report.format,
-                    "writer": report.writer,
-                    "stored": outcome.stored,
-                    "checkpoint": outcome.checkpoint,
-                    "suite": outcome.suite,
-                    "sha256": outcome.sha256,
-                    "dir": outcome.dir,
-                    "model": report.model,
-                    "draft": report.draft,
-                    "entries": [e.as_dict() for e in outcome.entries],
-                    "_outcome": outcome,
-                }
-            )
+            done.append((path, report, outcome))
     finally:
         conn.close()
     if args.json:
-        for item in imported:
-            item.pop("_outcome")
+        imported = [_as_dict(path, report, outcome) for path, report, outcome in done]
         print_json({"kind": "served", "imported": imported, "errors": errors, "notes": notes})
     else:
-        for item in imported:
-            outcome = item.pop("_outcome")
-            what = "stored" if item["stored"] else "already stored"
-            where = f" on {item['suite']}" if item["suite"] else ""
+        for path, report, outcome in done:
+            what = "stored" if outcome.stored else "already stored"
+            where = f" on {outcome.suite}" if outcome.suite else ""
             print(
-                f"{what}  {item['file']}  ({item['format']}: {item['writer']}) -> "
-                f"{item['checkpoint']}{where}, {item['dir']}"
+                f"{what}  {path}  ({report.format}: {report.writer}) -> "
+                f"{outcome.checkpoint}{where}, {outcome.dir}"
             )
-            columns = [
-                ("task", "TASK"),
-                ("method", "METHOD"),
-                ("tau", "SERVED TAU"),
-                ("tok_s", "TOK/S"),
-                ("speedup", "SPEEDUP"),
-                ("settings", "SETTINGS"),
-            ]
-            print(format_table(_entry_rows(outcome), columns))
+            print(format_table(_entry_rows(outcome), ENTRY_COLUMNS))
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         for error in errors:
