@@ -206,6 +206,7 @@ class ConsoleSession:
             config, self.pool, clock=clock, options=monitor_options, calibration=self._calibration
         )
         self.auto_eval = auto_eval
+        self._served_cache: Any = None  # evals.served.store.ServedStore, made on first use
         self._subscribers: list[Callable[[Any], None]] = []
         self._unsubscribe_monitor: Callable[[], None] | None = None
         self._seen_runs: set[str] = set()
@@ -427,7 +428,7 @@ class ConsoleSession:
 
         assert self._manager is not None
         results = self._manager.results
-        cached = getattr(self, "_served_cache", None)
+        cached = self._served_cache
         if cached is None or cached.conn is not results.conn:
             cached = self._served_cache = ServedStore(results.root, results.conn)
         return cached
