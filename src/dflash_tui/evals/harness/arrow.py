@@ -7,15 +7,20 @@ shards, each an Arrow IPC *stream* (schema message, then record batches).
 The harness may import only the standard library, torch and safetensors, so
 this module parses the stream's flatbuffer metadata itself and reads the
 columns the harness needs (lists of integers or booleans), uncompressed, as
-``datasets`` writes them. Anything else is refused with a message.
+``datasets`` writes them. Anything else is refused with a message. The file is
+memory-mapped and a row becomes a tensor only when asked for, so a large
+training dataset costs little when a few of its rows have hidden states.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from .errors import InputError
 
@@ -123,11 +128,10 @@ def _field(t: _Table) -> _Field:
     )
 
 
-def _messages(path: Path) -> list[tuple[_Table, bytes]]:
-    """Every (message, body) of an IPC stream file."""
-    data = path.read_bytes()
+def _messages(data: memoryview, path: Path) -> list[tuple[_Table, int, int]]:
+    """Every (message, body start, body length) of an IPC stream."""
     out, pos = [], 0
-    if data[:6] == b"ARROW1":
+    if bytes(data[:6]) == b"ARROW1":
         raise InputError(
             f"{path}: an Arrow IPC *file* (random access); datasets writes the stream format",
             hint="point the cache at the directory that prepare_data.py / save_to_disk wrote",
@@ -144,44 +148,64 @@ def _messages(path: Path) -> list[tuple[_Table, bytes]]:
             break  # end of stream
         if pos + size > len(data):
             raise InputError(f"{path}: truncated Arrow stream (metadata runs past the end)")
-        meta = data[pos : pos + size]
+        meta = bytes(data[pos : pos + size])
         pos += size
         msg = _Table(meta, struct.unpack_from("<I", meta, 0)[0])
         body_len = msg.scalar(3, "q")
         if pos + body_len > len(data):
             raise InputError(f"{path}: truncated Arrow stream (a record batch runs past the end)")
-        out.append((msg, data[pos : pos + body_len]))
+        out.append((msg, pos, body_len))
         pos += body_len
     return out
 
 
-def _bits(buf: bytes, offset: int, n: int) -> list[int]:
-    return [(buf[(offset + i) >> 3] >> ((offset + i) & 7)) & 1 for i in range(n)]
+_INT_DTYPES = {(8, True): torch.int8, (16, True): torch.int16, (32, True): torch.int32}
+_INT_DTYPES.update({(64, True): torch.int64, (8, False): torch.uint8})
 
 
-def _int_values(field: _Field, body: bytes, buffer: tuple[int, int], n: int) -> list[int]:
-    start, _length = buffer
-    if field.type_id == T_BOOL:
-        return _bits(body, start * 8, n)
-    assert field.type is not None
-    width, signed = field.type.scalar(0, "i"), field.type.scalar(1, "?")
-    code = {8: "b", 16: "h", 32: "i", 64: "q"}[width]
-    code = code if signed else code.upper()
-    return list(struct.unpack_from(f"<{n}{code}", body, start))
+@dataclass
+class _Chunk:
+    """One record batch's slice of a list column: offsets and values, views of the file."""
+
+    offsets: torch.Tensor  # int64 [rows + 1], from 0
+    values: torch.Tensor  # the child's values; for bool, the bitmap bytes
+    bit_base: int = -1  # >= 0 for a bool bitmap: the bit of value 0
+
+    def row(self, r: int) -> torch.Tensor:
+        start, end = int(self.offsets[r]), int(self.offsets[r + 1])
+        if self.bit_base < 0:
+            return self.values[start:end].to(torch.int64)
+        bits = torch.arange(start, end, dtype=torch.int64) + self.bit_base
+        return ((self.values[bits >> 3].to(torch.int64) >> (bits & 7)) & 1).to(torch.int64)
 
 
-def _read_list_column(
-    path: Path, field: _Field, nodes: list[tuple[int, int]], buffers: list, body: bytes
-) -> list[list[int]]:
-    """Rows of a list<int|bool> column, given its two nodes and four buffers."""
+def _view(data: memoryview, start: int, dtype: torch.dtype, count: int) -> torch.Tensor:
+    if count == 0:
+        return torch.zeros(0, dtype=dtype)
+    return torch.frombuffer(data, dtype=dtype, count=count, offset=start)
+
+
+def _chunk(path: Path, field: _Field, nodes: list, buffers: list, data: memoryview, body: int):
     (rows, nulls), (n_values, _) = nodes[0], nodes[1]
     if nulls:
         raise InputError(f"{path}: column {field.name!r} has null rows")
-    off_fmt = "q" if field.type_id == T_LARGE_LIST else "i"
-    offsets = struct.unpack_from(f"<{rows + 1}{off_fmt}", body, buffers[1][0])
-    values = _int_values(field.children[0], body, buffers[3], n_values)
-    base = offsets[0] if offsets[-1] > n_values else 0  # offsets of a slice not rebased
-    return [values[offsets[r] - base : offsets[r + 1] - base] for r in range(rows)]
+    off_dtype = torch.int64 if field.type_id == T_LARGE_LIST else torch.int32
+    offsets = _view(data, body + buffers[1][0], off_dtype, rows + 1).to(torch.int64)
+    child = field.children[0]
+    # offsets of a sliced array that the writer did not rebase start past 0
+    base = int(offsets[0]) if rows and int(offsets[-1]) > n_values else 0
+    offsets = offsets - base
+    values_at = body + buffers[3][0]
+    if child.type_id == T_BOOL:
+        return _Chunk(offsets, _view(data, values_at, torch.uint8, (n_values + 7) // 8), 0)
+    assert child.type is not None
+    key = (child.type.scalar(0, "i"), child.type.scalar(1, "?"))
+    if key not in _INT_DTYPES:
+        raise InputError(
+            f"{path}: column {field.name!r} holds {key[0]}-bit integers of a kind "
+            "this reader does not take"
+        )
+    return _Chunk(offsets, _view(data, values_at, _INT_DTYPES[key], n_values))
 
 
 def _count(field: _Field) -> tuple[int, int]:
@@ -195,68 +219,99 @@ def _count(field: _Field) -> tuple[int, int]:
     return nodes, buffers
 
 
-def read_int_lists(path: Path, names: tuple[str, ...]) -> dict[str, list[list[int]]]:
-    """The rows of the named list<integer or bool> columns of one IPC stream file."""
-    path = Path(path)
-    try:
-        messages = _messages(path)
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (struct.error, IndexError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not an Arrow IPC stream ({exc})") from None
-    if not messages or messages[0][0].scalar(1, "B") != HEADER_SCHEMA:
-        raise InputError(f"{path}: not an Arrow IPC stream (no schema message first)")
-    schema = messages[0][0].table(2)
-    assert schema is not None
-    fields = [_field(t) for t in schema.tables(1)]
-    by_name = {f.name: i for i, f in enumerate(fields)}
-    missing = [n for n in names if n not in by_name]
-    if missing:
-        raise InputError(
-            f"{path}: no column(s) {', '.join(missing)} (columns: {', '.join(by_name)})"
-        )
-    for n in names:
-        f = fields[by_name[n]]
-        if f.type_id not in (T_LIST, T_LARGE_LIST) or f.children[0].type_id not in (T_INT, T_BOOL):
-            raise InputError(f"{path}: column {n!r} is not a list of integers")
-    out: dict[str, list[list[int]]] = {n: [] for n in names}
-    for msg, body in messages[1:]:
-        kind = msg.scalar(1, "B")
-        if kind == HEADER_DICTIONARY:
-            continue
-        if kind != HEADER_RECORD_BATCH:
-            raise InputError(f"{path}: unexpected Arrow message type {kind}")
-        batch = msg.table(2)
-        assert batch is not None
-        if batch.table(3) is not None:
+class ListColumns:
+    """Integer-list columns of a dataset, by row; rows become int64 tensors on demand."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = names
+        self._chunks: dict[str, list[tuple[int, _Chunk]]] = {n: [] for n in names}
+        self._maps: list[mmap.mmap] = []
+        self.rows = 0
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def row(self, name: str, i: int) -> torch.Tensor:
+        if not 0 <= i < self.rows:
+            raise IndexError(i)
+        for start, chunk in reversed(self._chunks[name]):
+            if i >= start:
+                return chunk.row(i - start)
+        raise IndexError(i)
+
+    def add_file(self, path: Path) -> None:
+        """Map one IPC stream file and index the named columns of its record batches."""
+        path = Path(path)
+        try:
+            with open(path, "rb") as f:
+                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        except (OSError, ValueError) as exc:
             raise InputError(
-                f"{path}: compressed Arrow record batches are not supported",
-                hint="datasets writes them uncompressed; rewrite with save_to_disk",
+                f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}"
+            ) from None
+        self._maps.append(mapped)
+        data = memoryview(mapped)
+        try:
+            self._index(path, data)
+        except (struct.error, IndexError, UnicodeDecodeError, RuntimeError) as exc:
+            raise InputError(f"{path}: not a readable Arrow IPC stream ({exc})") from None
+
+    def _index(self, path: Path, data: memoryview) -> None:
+        messages = _messages(data, path)
+        if not messages or messages[0][0].scalar(1, "B") != HEADER_SCHEMA:
+            raise InputError(f"{path}: not an Arrow IPC stream (no schema message first)")
+        schema = messages[0][0].table(2)
+        assert schema is not None
+        fields = [_field(t) for t in schema.tables(1)]
+        by_name = {f.name: i for i, f in enumerate(fields)}
+        missing = [n for n in self.names if n not in by_name]
+        if missing:
+            raise InputError(
+                f"{path}: no column(s) {', '.join(missing)} (columns: {', '.join(by_name)})"
             )
-        nodes = batch.structs(1, "qq")
-        buffers = batch.structs(2, "qq")
-        node_at = buffer_at = 0
-        for f in fields:
-            try:
-                n_nodes, n_buffers = _count(f)
-            except KeyError as exc:
-                if all(by_name[n] < fields.index(f) for n in names):
-                    break  # everything wanted is read already
+        for n in self.names:
+            f = fields[by_name[n]]
+            if f.type_id not in (T_LIST, T_LARGE_LIST) or f.children[0].type_id not in (
+                T_INT,
+                T_BOOL,
+            ):
+                raise InputError(f"{path}: column {n!r} is not a list of integers")
+        last_wanted = max(by_name[n] for n in self.names)
+        for msg, body, _length in messages[1:]:
+            kind = msg.scalar(1, "B")
+            if kind == HEADER_DICTIONARY:
+                continue
+            if kind != HEADER_RECORD_BATCH:
+                raise InputError(f"{path}: unexpected Arrow message type {kind}")
+            batch = msg.table(2)
+            assert batch is not None
+            if batch.table(3) is not None:
                 raise InputError(
-                    f"{path}: column {f.name!r} has an Arrow type ({exc}) this reader cannot skip"
-                ) from None
-            if f.name in out:
-                out[f.name].extend(
-                    _read_list_column(
+                    f"{path}: compressed Arrow record batches are not supported",
+                    hint="datasets writes them uncompressed; save the dataset again",
+                )
+            nodes, buffers = batch.structs(1, "qq"), batch.structs(2, "qq")
+            node_at = buffer_at = 0
+            for f in fields[: last_wanted + 1]:
+                try:
+                    n_nodes, n_buffers = _count(f)
+                except KeyError as exc:
+                    raise InputError(
+                        f"{path}: column {f.name!r} has an Arrow type ({exc}) this reader "
+                        "cannot skip"
+                    ) from None
+                if f.name in self._chunks:
+                    chunk = _chunk(
                         path,
                         f,
                         nodes[node_at : node_at + n_nodes],
                         buffers[buffer_at : buffer_at + n_buffers],
+                        data,
                         body,
                     )
-                )
-            node_at, buffer_at = node_at + n_nodes, buffer_at + n_buffers
-    return out
+                    self._chunks[f.name].append((self.rows, chunk))
+                node_at, buffer_at = node_at + n_nodes, buffer_at + n_buffers
+            self.rows += batch.scalar(0, "q")
 
 
 def dataset_files(dataset_dir: Path) -> list[Path]:
@@ -276,11 +331,9 @@ def dataset_files(dataset_dir: Path) -> list[Path]:
     return files
 
 
-def read_dataset_columns(dataset_dir: Path, names: tuple[str, ...]) -> dict[str, list[list[int]]]:
-    """The named list columns of a whole ``save_to_disk`` dataset, rows in order."""
-    out: dict[str, list[list[int]]] = {n: [] for n in names}
+def read_dataset_columns(dataset_dir: Path, names: tuple[str, ...]) -> ListColumns:
+    """The named integer-list columns of a ``save_to_disk`` dataset, rows in order."""
+    columns = ListColumns(names)
     for f in dataset_files(dataset_dir):
-        part = read_int_lists(f, names)
-        for n in names:
-            out[n].extend(part[n])
-    return out
+        columns.add_file(f)
+    return columns

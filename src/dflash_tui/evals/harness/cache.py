@@ -70,7 +70,9 @@ def read_manifest(cache_dir: Path) -> Manifest:
     except FileNotFoundError:
         raise InputError(
             f"cache: {path} not found",
-            hint=f"a {CACHE_FORMAT} directory holds manifest.json, the target head and sample files",
+            hint=f"a {CACHE_FORMAT} directory holds manifest.json, the target head and sample "
+            "files; SpecForge caches (rows_*/data_*.ckpt[.gz]) and speculators data "
+            "(hs_*.safetensors, in the directory or its hidden_states/) are read as well",
         ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"cache: {path} is not valid JSON ({exc})") from None

@@ -87,7 +87,7 @@ def load_ckpt(path: Path) -> dict[str, torch.Tensor]:
                 data = f.read()
             obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
         else:
-            obj = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+            obj = _load_mapped(path)
     except pickle.UnpicklingError as exc:
         raise InputError(
             f"SpecForge sample: refusing {path}: {_pt_refusal(exc)}",
@@ -109,6 +109,16 @@ def load_ckpt(path: Path) -> dict[str, torch.Tensor]:
             f"SpecForge sample: {path} holds a {type(obj).__name__}, expected a dict of tensors"
         )
     return {k: v for k, v in obj.items() if v is not None}
+
+
+def _load_mapped(path: Path) -> object:
+    """torch.load with mmap (only the rows used are read), or without for a legacy file."""
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError as exc:
+        if "mmap" not in str(exc):
+            raise
+        return torch.load(str(path), map_location="cpu", weights_only=True)
 
 
 def _squeeze_batch(t: torch.Tensor, dims: int) -> torch.Tensor | None:
@@ -320,14 +330,14 @@ class ForeignCache:
                     "expected a float [T, n_layers, H]"
                 )
                 continue
-            if index >= len(rows["input_ids"]):
+            if index >= len(rows):
                 problems.add(
-                    f"{where}: the dataset {dataset} has only {len(rows['input_ids'])} rows, "
+                    f"{where}: the dataset {dataset} has only {len(rows)} rows, "
                     f"no row {index} for its loss_mask"
                 )
                 continue
-            ids = torch.tensor(rows["input_ids"][index], dtype=torch.int64)
-            mask = torch.tensor(rows["loss_mask"][index], dtype=torch.int64)
+            ids = rows.row("input_ids", index)
+            mask = rows.row("loss_mask", index)
             spec = self._check(where, path, tf.get("token_ids"), mask, problems)
             if spec is None:
                 continue
