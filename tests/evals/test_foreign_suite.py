@@ -83,9 +83,10 @@ cache_layer_ids = [1, 3]
 device = "cpu"
 
 [[suites]]
-name = "coding-sf-no-target"
+name = "coding-sf-lost-target"
 host = "gpu"
 cache = "{paths["specforge"]}"
+target = "gpu:{gpu.home}/models/gone"
 cache_layer_ids = [1, 3]
 device = "cpu"
 """
@@ -107,8 +108,7 @@ device = "cpu"
     assert list(sf["tasks"]) == [f"data_{i}" for i in range(len(samples))]
     assert list(sf["tasks"].values()) == list(base["tasks"].values())
 
-    # Without its target the harness stops before computing, and says what to set.
-    out = cli("eval", "zlab", "coding-sf-no-target", "--wait")
-    assert out.returncode == 1, out.stdout + out.stderr
-    assert "carries no target head" in out.stdout + out.stderr
-    assert 'target = "host:DIR"' in out.stdout + out.stderr
+    # A target that is not on the host is caught before anything starts there.
+    out = cli("eval", "zlab", "coding-sf-lost-target", "--wait")
+    assert out.returncode != 0
+    assert f"gpu:{gpu.home}/models/gone: no target model there" in out.stdout + out.stderr
