@@ -13,6 +13,10 @@ Each writer follows the project's own writer (read with the search tools; DESIGN
   ``dataset_info.json``; columns ``input_ids``, ``loss_mask``, ``seq_len``); vLLM's
   ``ExampleHiddenStatesConnector`` writes ``safetensors.torch.save_file({"hidden_states":
   [T, n_layers, H], "token_ids": [T]})``, kept as ``<data>/hidden_states/hs_<i>.safetensors``.
+* speculators before that connector (``scripts/data_generation_offline.py``, Nov 2025 to
+  Apr 2026): ``torch.save({"input_ids": [T], "hidden_states": [[T, H], ...], "loss_mask":
+  [T]}, "data_<i>.pt")`` and ``data_config.json`` (``DataGenerationConfig`` version 2.0)
+  with ``hidden_states.layer_ids``.
 """
 
 from __future__ import annotations
@@ -149,4 +153,43 @@ def write_speculators(
         path = out / "hidden_states" / f"hs_{i}.safetensors"
         path.parent.mkdir(parents=True, exist_ok=True)
         save_file(tensors, str(path))
+    return out
+
+
+def write_speculators_pt(
+    samples: list[dict[str, torch.Tensor]],
+    out: Path,
+    *,
+    hidden: int,
+    layer_ids: list[int] | None,
+    order: list[int],
+    extra_layers: int = 1,
+    seed: int = 0,
+) -> Path:
+    """speculators' older output: data_<i>.pt per sample and data_config.json (if layer_ids)."""
+    gen = torch.Generator().manual_seed(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    for i, s in enumerate(samples):
+        feats = s["hidden_states"]
+        layers = [feats[:, j * hidden : (j + 1) * hidden].contiguous() for j in order]
+        layers += [
+            torch.randn(feats.shape[0], hidden, generator=gen).to(feats.dtype)
+            for _ in range(extra_layers)
+        ]
+        record = {
+            "input_ids": s["input_ids"].clone(),
+            "hidden_states": layers,
+            "loss_mask": s["loss_mask"].clone(),
+        }
+        torch.save(record, out / f"data_{i}.pt")
+    if layer_ids is not None:
+        config = {
+            "version": "2.0",
+            "hidden_states": {
+                "layer_ids": layer_ids,
+                "description": "Layers selected for EAGLE3 fusion and target logits",
+            },
+            "format": {"file_pattern": "data_{idx}.pt"},
+        }
+        (out / "data_config.json").write_text(json.dumps(config, indent=2))
     return out

@@ -21,6 +21,7 @@ from foreign_layouts import (
     specforge_path,
     write_specforge,
     write_speculators,
+    write_speculators_pt,
 )
 from harness_helpers import Pair, run_cli
 
@@ -334,6 +335,42 @@ def test_speculators_hidden_size_mismatch(capsys, small, world, tmp_path):
         "--cache-layer-ids", "2,4,6",
     )  # fmt: skip
     _error(result, "hidden_size: drafter config.json has 64", "holds 32-wide layers")
+
+
+def test_older_speculators_files_name_their_layers(capsys, small, world, tmp_path):
+    """data_<i>.pt with a list of layers; data_config.json's layer_ids are decoder outputs."""
+    data = write_speculators_pt(
+        world["samples"], tmp_path / "old", hidden=world["hidden"], layer_ids=[3, 1, 5],
+        order=[1, 0],
+    )  # fmt: skip
+    result, results = _run(capsys, small.drafter, data, tmp_path, "--target", str(world["target"]))
+    assert result.code == 0, result.stderr
+    _same_metrics(results, world["baseline"])
+    assert list(results["tasks"]) == ["data_0", "data_1"]
+    result, _ = _run(
+        capsys, small.drafter, data, tmp_path, "--target", str(world["target"]),
+        "--cache-layer-ids", "4,2,6",
+    )  # fmt: skip
+    _error(result, "data_config.json records layer_ids [3, 1, 5]", "drop --cache-layer-ids")
+
+
+def test_older_speculators_files_without_config_are_ambiguous(capsys, small, world, tmp_path):
+    data = write_speculators_pt(
+        world["samples"], tmp_path / "old", hidden=world["hidden"], layer_ids=None, order=[0, 1]
+    )
+    result, _ = _run(capsys, small.drafter, data, tmp_path, "--target", str(world["target"]))
+    _error(
+        result,
+        "(3 per token)",
+        "data_generation_offline.py's default for this 6-layer target is 2,3,3,5",
+        "data_config.json records them",
+    )
+    result, results = _run(
+        capsys, small.drafter, data, tmp_path, "--target", str(world["target"]),
+        "--cache-layer-ids", "1,3,5",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    _same_metrics(results, world["baseline"])
 
 
 # ---------------------------------------------------------------------- the target head

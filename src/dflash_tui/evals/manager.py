@@ -63,7 +63,7 @@ RELAY_DETAIL_INTERVAL_S = 0.5
 # $2 its target model directory, when set (exit 3 when missing)
 CACHE_CHECK = r"""if [ -n "$2" ] && ! { [ -f "$2/config.json" ] && { [ -f "$2/model.safetensors" ] || [ -f "$2/model.safetensors.index.json" ]; }; }; then exit 3; fi
 [ -f "$1/manifest.json" ] && exit 0
-for f in "$1"/rows_*/data_*.ckpt* "$1"/hs_*.safetensors "$1"/hidden_states/hs_*.safetensors; do
+for f in "$1"/rows_*/data_*.ckpt* "$1"/hs_*.safetensors "$1"/hidden_states/hs_*.safetensors "$1"/data_*.pt; do
   [ -f "$f" ] && exit 0
 done
 exit 1"""
@@ -506,7 +506,7 @@ class JobManager:
         if result.exit_status != 0:
             raise JobError(
                 f"{host}:{cache}: no cache there (a dflash-cache/1 manifest.json, SpecForge "
-                "rows_*/data_*.ckpt files or speculators hs_*.safetensors files); "
+                "rows_*/data_*.ckpt files or speculators hs_*.safetensors or data_*.pt files); "
                 "check the suite's cache path (and --host)"
             )
 

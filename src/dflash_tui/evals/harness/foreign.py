@@ -20,6 +20,13 @@ Both are detected by their layout, with no conversion step:
   vLLM's layer id s is the input of decoder layer s, so it is our id s - 1;
   ``launch_vllm.py`` appends the last layer (s = num_hidden_layers) by default.
   The files record no layer ids either.
+* **speculators before its vLLM connector** (releases of Nov 2025 to Apr 2026,
+  ``scripts/data_generation_offline.py``): ``data_<i>.pt`` per sample, a
+  ``torch.save`` dict of ``input_ids`` [T], ``loss_mask`` [T] and
+  ``hidden_states``, a *list* of [T, H] tensors, one per layer; its
+  ``data_config.json`` records ``hidden_states.layer_ids``. That worker captured
+  ``hidden_states + residual`` *after* decoder layer k: our convention, unlike
+  the vLLM ids above.
 
 Neither carries the target head (``--target DIR``), and neither says which
 layers it holds, so ``--cache-layer-ids`` (in the cache's own convention: the
@@ -37,6 +44,7 @@ import re
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -47,8 +55,11 @@ from .tensors import DTYPE_NAMES, FLOAT_WEIGHTS, INTEGERS, TensorFile, _pt_refus
 
 SPECFORGE = "specforge"
 SPECULATORS = "speculators"
+SPECULATORS_PT = "speculators-pt"  # speculators' data_<i>.pt files (before its vLLM connector)
 _SPECFORGE_FILE = re.compile(r"data_(\d+)\.ckpt(\.gz)?$")
 _SPECULATORS_FILE = re.compile(r"hs_(\d+)\.safetensors$")
+_SPECULATORS_PT_FILE = re.compile(r"data_(\d+)\.pt$")
+_NAMES = {SPECFORGE: "SpecForge", SPECULATORS: "speculators", SPECULATORS_PT: "speculators"}
 
 LAYER_HINTS = {
     SPECFORGE: "pass --cache-layer-ids with the target_layer_ids of the draft config given to "
@@ -57,11 +68,14 @@ LAYER_HINTS = {
     SPECULATORS: "pass --cache-layer-ids with the layer ids given to launch_vllm.py, in vLLM's "
     "convention and with the last layer it appends (e.g. 2,14,25,28), or set cache_layer_ids "
     "in the [[suites]] entry",
+    SPECULATORS_PT: "pass --cache-layer-ids with the layer ids data_generation_offline.py "
+    "used (its data_config.json records them as hidden_states.layer_ids), or set "
+    "cache_layer_ids in the [[suites]] entry",
 }
 
 
 def detect_layout(cache_dir: Path) -> str | None:
-    """``specforge``, ``speculators`` or None (then it must be a dflash-cache/1 directory)."""
+    """``specforge``, ``speculators``, ``speculators-pt`` or None (then: dflash-cache/1)."""
     if (cache_dir / "manifest.json").is_file():
         return None
     if any(_SPECFORGE_FILE.match(p.name) for p in cache_dir.glob("rows_*/data_*.ckpt*")):
@@ -69,6 +83,8 @@ def detect_layout(cache_dir: Path) -> str | None:
     for d in (cache_dir, cache_dir / "hidden_states"):
         if any(_SPECULATORS_FILE.match(p.name) for p in d.glob("hs_*.safetensors")):
             return SPECULATORS
+    if any(_SPECULATORS_PT_FILE.match(p.name) for p in cache_dir.glob("data_*.pt")):
+        return SPECULATORS_PT
     return None
 
 
@@ -76,10 +92,11 @@ def _dtype_name(t: torch.Tensor) -> str:
     return DTYPE_NAMES.get(t.dtype, str(t.dtype))
 
 
-def load_ckpt(path: Path) -> dict[str, torch.Tensor]:
-    """One SpecForge sample: ``torch.load(weights_only=True)``, through gzip for ``.gz``.
+def load_ckpt(path: Path, what: str = "SpecForge sample") -> dict[str, Any]:
+    """One sample file: ``torch.load(weights_only=True)``, through gzip for ``.gz``.
 
-    None values (an EAGLE-3 file saved without aux states) are dropped.
+    Values are tensors or lists of tensors; None values (an EAGLE-3 file saved
+    without aux states) are dropped.
     """
     try:
         if path.name.endswith(".gz"):
@@ -90,24 +107,28 @@ def load_ckpt(path: Path) -> dict[str, torch.Tensor]:
             obj = _load_mapped(path)
     except pickle.UnpicklingError as exc:
         raise InputError(
-            f"SpecForge sample: refusing {path}: {_pt_refusal(exc)}",
+            f"{what}: refusing {path}: {_pt_refusal(exc)}",
             hint="cache files are loaded only with torch.load(weights_only=True): a dict of "
-            "plain tensors, as prepare_hidden_states.py writes",
+            "plain tensors, as the tools that write them do",
         ) from None
     except (gzip.BadGzipFile, zlib.error) as exc:
-        raise InputError(f"SpecForge sample: {path} is not valid gzip ({exc})") from None
+        raise InputError(f"{what}: {path} is not valid gzip ({exc})") from None
     except (RuntimeError, EOFError, OSError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(
-            f"SpecForge sample: cannot read {path}: truncated or not a torch file ({first})",
+            f"{what}: cannot read {path}: truncated or not a torch file ({first})",
             hint="copy the file again, or prepare it again",
         ) from None
+
+    def plain(v: object) -> bool:
+        if isinstance(v, (list, tuple)):
+            return all(isinstance(t, torch.Tensor) for t in v)
+        return v is None or isinstance(v, torch.Tensor)
+
     if not isinstance(obj, dict) or not all(
-        isinstance(k, str) and (v is None or isinstance(v, torch.Tensor)) for k, v in obj.items()
+        isinstance(k, str) and plain(v) for k, v in obj.items()
     ):
-        raise InputError(
-            f"SpecForge sample: {path} holds a {type(obj).__name__}, expected a dict of tensors"
-        )
+        raise InputError(f"{what}: {path} holds a {type(obj).__name__}, expected a dict of tensors")
     return {k: v for k, v in obj.items() if v is not None}
 
 
@@ -144,7 +165,7 @@ class ForeignCache:
         self.layout = layout
         self.drafter_ids = drafter_layer_ids
         self.drafter_hidden = drafter_hidden
-        self.what = f"{'SpecForge' if layout == SPECFORGE else 'speculators'} cache {cache_dir}"
+        self.what = f"{_NAMES[layout]} cache {cache_dir}"
         if target is None:
             raise InputError(
                 f"{self.what}: it carries no target head",
@@ -178,11 +199,15 @@ class ForeignCache:
         return held
 
     def _default_note(self) -> str:
-        if self.layout != SPECULATORS:
-            return ""
-        n = _target_depth(self.target)
+        n = _target_depth(self.target) if self.layout != SPECFORGE else None
         if n is None:
             return ""
+        if self.layout == SPECULATORS_PT:
+            ids = [2, n // 2, n - 3, n - 1]
+            return (
+                f"; data_generation_offline.py's default for this {n}-layer target is "
+                f"{','.join(map(str, ids))} (the same convention as the drafter's)"
+            )
         ids = [2, n // 2, n - 3, n]
         return (
             f"; launch_vllm.py's default for this {n}-layer target is {','.join(map(str, ids))} "
@@ -208,6 +233,8 @@ class ForeignCache:
     def manifest(self, problems: Problems) -> Manifest:
         if self.layout == SPECFORGE:
             samples, hidden = self._specforge(problems)
+        elif self.layout == SPECULATORS_PT:
+            samples, hidden = self._speculators_pt(problems)
         else:
             samples, hidden = self._speculators(problems)
         return Manifest(
@@ -374,6 +401,85 @@ class ForeignCache:
             spec.reader = _speculators_reader(spec.path, slots)
         return samples, hidden
 
+    def _recorded_ids(self, problems: Problems) -> None:
+        """speculators' data_config.json names its layers; --cache-layer-ids must agree."""
+        path = self.dir / "data_config.json"
+        if not path.is_file():
+            return
+        try:
+            ids = json.loads(path.read_text())["hidden_states"]["layer_ids"]
+            ids = tuple(int(i) for i in ids)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.add(f"{path}: no hidden_states.layer_ids ({type(exc).__name__}: {exc})")
+            return
+        if self.cache_ids is not None and self.cache_ids != ids:
+            problems.add(
+                f"--cache-layer-ids {','.join(map(str, self.cache_ids))}: {path} records "
+                f"layer_ids {list(ids)}",
+                "drop --cache-layer-ids: the cache names its layers",
+            )
+        self.cache_ids = ids
+
+    def _speculators_pt(self, problems: Problems) -> tuple[list[SampleSpec], int]:
+        self._recorded_ids(problems)
+        files = sorted(
+            (int(m.group(1)), p)
+            for p in self.dir.glob("data_*.pt")
+            if (m := _SPECULATORS_PT_FILE.match(p.name))
+        )
+        samples: list[SampleSpec] = []
+        shapes: set[tuple[int, int]] = set()
+        for _, path in files:
+            where = f"speculators sample {path.name}"
+            try:
+                data = load_ckpt(path, "speculators sample")
+            except InputError as exc:
+                problems.add_error(exc)
+                continue
+            missing = [k for k in ("input_ids", "loss_mask", "hidden_states") if k not in data]
+            if missing:
+                problems.add(f"{where}: missing {', '.join(missing)} (found {sorted(data)})")
+                continue
+            spec = self._check(where, path, data["input_ids"], data["loss_mask"], problems)
+            layers = data["hidden_states"]
+            if spec is None:
+                continue
+            if (
+                not isinstance(layers, (list, tuple))
+                or not layers
+                or any(t.dim() != 2 or _dtype_name(t) not in FLOAT_WEIGHTS for t in layers)
+                or len({tuple(t.shape) for t in layers}) != 1
+            ):
+                problems.add(
+                    f"{where}: hidden_states must be a list of float [T, H] tensors, one per layer"
+                )
+                continue
+            if layers[0].shape[0] != spec.length:
+                problems.add(
+                    f"{where}: lengths differ: input_ids {spec.length}, "
+                    f"hidden_states {layers[0].shape[0]}"
+                )
+                continue
+            shapes.add((len(layers), layers[0].shape[1]))
+            samples.append(spec)
+        if not files:
+            problems.add(f"{self.what}: no data_<i>.pt files")
+        if len(shapes) > 1:
+            problems.add(f"{self.what}: samples differ in [n_layers, H]: {sorted(shapes)}")
+        if problems or not samples:
+            return samples, 0
+        n_layers, hidden = shapes.pop()
+        held = self._held_ids(n_layers)
+        if len(held) != n_layers:
+            raise InputError(
+                f"{self.what}: {len(held)} layer ids for files holding {n_layers} layers",
+                hint=LAYER_HINTS[SPECULATORS_PT],
+            )
+        slots = self._finish(samples, held, hidden, problems)
+        for spec in samples:
+            spec.reader = _layer_list_reader(spec.path, slots)
+        return samples, hidden
+
     def _check(
         self,
         where: str,
@@ -447,6 +553,14 @@ def _specforge_reader(
         feats = _squeeze_batch(load_ckpt(path)[key], 2)
         assert feats is not None
         return _pick(feats[:rows], slots, hidden).clone()  # clone: let go of the mmap
+
+    return read
+
+
+def _layer_list_reader(path: Path, slots: list[int]) -> Callable[[int], torch.Tensor]:
+    def read(rows: int) -> torch.Tensor:
+        layers = load_ckpt(path, "speculators sample")["hidden_states"]
+        return torch.cat([layers[s][:rows] for s in slots], dim=1).clone()
 
     return read
 
