@@ -164,7 +164,7 @@ def test_specforge_without_layer_ids_is_ambiguous(capsys, small, world, tmp_path
     result, _ = _run(capsys, small.drafter, cache, tmp_path, "--target", str(world["target"]))
     _error(
         result,
-        "do not record which target layers they hold",
+        "do not record which target layers they hold (2 per token, if theirs is the drafter's",
         "the drafter needs [1, 3]",
         "--cache-layer-ids",
         "cache_layer_ids in the [[suites]] entry",

@@ -180,12 +180,16 @@ class ForeignCache:
     def _held_ids(self, n_layers: int | None) -> tuple[int, ...]:
         """The cache's layers in our convention (decoder-layer outputs), checked against its shape."""
         if self.cache_ids is None:
+            count = ""
+            if n_layers and self.layout == SPECFORGE:
+                count = f" ({n_layers} per token, if theirs is the drafter's hidden size)"
+            elif n_layers:
+                count = f" ({n_layers} per token)"
             raise InputError(
-                f"{self.what}: its files do not record which target layers they hold"
-                + (f" ({n_layers} per token)" if n_layers else "")
-                + f"; the drafter needs {list(self.drafter_ids)} (decoder-layer outputs, "
-                "hidden_states[id + 1] of a transformers forward), and a cache with the same count "
-                "may still hold other layers",
+                f"{self.what}: its files do not record which target layers they hold{count}; "
+                f"the drafter needs {list(self.drafter_ids)} (decoder-layer outputs, "
+                "hidden_states[id + 1] of a transformers forward), and a cache with the same "
+                "count may still hold other layers",
                 hint=LAYER_HINTS[self.layout] + self._default_note(),
             )
         held = self.cache_ids
@@ -232,21 +236,21 @@ class ForeignCache:
 
     def manifest(self, problems: Problems) -> Manifest:
         if self.layout == SPECFORGE:
-            samples, hidden = self._specforge(problems)
+            samples = self._specforge(problems)
         elif self.layout == SPECULATORS_PT:
-            samples, hidden = self._speculators_pt(problems)
+            samples = self._speculators_pt(problems)
         else:
-            samples, hidden = self._speculators(problems)
+            samples = self._speculators(problems)
         return Manifest(
             dir=self.dir,
-            hidden_size=hidden,
+            hidden_size=0,  # checked against the drafter in _finish, in this cache's words
             target_layer_ids=self.drafter_ids,
             samples=samples,
             head_file=None,
             target_dir=self.target,
         )
 
-    def _specforge(self, problems: Problems) -> tuple[list[SampleSpec], int]:
+    def _specforge(self, problems: Problems) -> list[SampleSpec]:
         files = sorted(
             (int(m.group(1)), p)
             for p in self.dir.glob("rows_*/data_*.ckpt*")
@@ -303,9 +307,10 @@ class ForeignCache:
         if len(widths) > 1:
             problems.add(f"{self.what}: samples differ in feature width: {sorted(widths)}")
         if problems or not samples:
-            return samples, 0
+            return samples
         width = widths.pop()
-        held = self._held_ids(None)
+        per_token = width // self.drafter_hidden if width % self.drafter_hidden == 0 else None
+        held = self._held_ids(per_token)
         if width % len(held):
             raise InputError(
                 f"{self.what}: hidden_states are {width} wide, not a multiple of the "
@@ -316,9 +321,9 @@ class ForeignCache:
         slots = self._finish(samples, held, hidden, problems)
         for spec in samples:
             spec.reader = _specforge_reader(spec.path, keys[spec.name], slots, hidden)
-        return samples, hidden
+        return samples
 
-    def _speculators(self, problems: Problems) -> tuple[list[SampleSpec], int]:
+    def _speculators(self, problems: Problems) -> list[SampleSpec]:
         hs_dir = self.dir / "hidden_states"
         if not any(hs_dir.glob("hs_*.safetensors")):
             hs_dir = self.dir
@@ -387,7 +392,7 @@ class ForeignCache:
         if len(shapes) > 1:
             problems.add(f"{self.what}: samples differ in [n_layers, H]: {sorted(shapes)}")
         if problems or not samples:
-            return samples, 0
+            return samples
         n_layers, hidden = shapes.pop()
         held = self._held_ids(n_layers)
         if len(held) != n_layers:
@@ -399,7 +404,7 @@ class ForeignCache:
         slots = self._finish(samples, held, hidden, problems)
         for spec in samples:
             spec.reader = _speculators_reader(spec.path, slots)
-        return samples, hidden
+        return samples
 
     def _recorded_ids(self, problems: Problems) -> None:
         """speculators' data_config.json names its layers; --cache-layer-ids must agree."""
@@ -420,7 +425,7 @@ class ForeignCache:
             )
         self.cache_ids = ids
 
-    def _speculators_pt(self, problems: Problems) -> tuple[list[SampleSpec], int]:
+    def _speculators_pt(self, problems: Problems) -> list[SampleSpec]:
         self._recorded_ids(problems)
         files = sorted(
             (int(m.group(1)), p)
@@ -467,7 +472,7 @@ class ForeignCache:
         if len(shapes) > 1:
             problems.add(f"{self.what}: samples differ in [n_layers, H]: {sorted(shapes)}")
         if problems or not samples:
-            return samples, 0
+            return samples
         n_layers, hidden = shapes.pop()
         held = self._held_ids(n_layers)
         if len(held) != n_layers:
@@ -478,7 +483,7 @@ class ForeignCache:
         slots = self._finish(samples, held, hidden, problems)
         for spec in samples:
             spec.reader = _layer_list_reader(spec.path, slots)
-        return samples, hidden
+        return samples
 
     def _check(
         self,
