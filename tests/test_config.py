@@ -191,3 +191,46 @@ def test_cli_exits_2_with_one_line_and_no_traceback(
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and f"{path}:{line}" in lines[0]
     assert "Traceback" not in out.stderr
+
+
+SUITE_WITH_TARGET = """
+[hosts.gpu]
+address = "10.0.0.2"
+
+[hosts.store]
+address = "10.0.0.3"
+
+[[suites]]
+name = "specforge"
+host = "gpu"
+cache = "/data/specforge_cache"
+target = "{target}"
+cache_layer_ids = {ids}
+"""
+
+
+def test_suite_target_and_cache_layer_ids(tmp_path: Path) -> None:
+    text = SUITE_WITH_TARGET.format(target="gpu:/models/Qwen3-8B", ids="[1, 17, 33]")
+    (suite,) = parse_config(text, tmp_path / "h.toml").suites
+    assert suite.target == "/models/Qwen3-8B" and suite.cache_layer_ids == (1, 17, 33)
+
+
+@pytest.mark.parametrize(
+    ("target", "ids", "key", "message"),
+    [
+        (
+            "store:/models/Qwen3-8B",
+            "[1]",
+            "suites[0].target",
+            'the target must be on the suite\'s host "gpu", not "store"',
+        ),
+        ("/models/Qwen3-8B", "[1]", "suites[0].target", 'expected "host:DIR"'),
+        ("gpu:/m", "[1, 1]", "suites[0].cache_layer_ids", "distinct layer ids"),
+        ("gpu:/m", '["1"]', "suites[0].cache_layer_ids", "expected an array of integers"),
+    ],
+)
+def test_suite_target_problems(tmp_path: Path, target: str, ids: str, key: str, message: str):
+    with pytest.raises(ConfigError) as info:
+        parse_config(SUITE_WITH_TARGET.format(target=target, ids=ids), tmp_path / "h.toml")
+    (problem,) = info.value.problems
+    assert problem.key == key and message in str(problem), str(problem)

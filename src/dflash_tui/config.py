@@ -138,6 +138,9 @@ class SuiteConfig:
     imports: tuple[str, ...] = ()
     max_anchors: int | None = None
     device: str | None = None  # overrides the host's `device` for this suite
+    # a SpecForge / speculators cache's head: the target model directory on the suite's host
+    target: str | None = None
+    cache_layer_ids: tuple[int, ...] | None = None  # which layers such a cache holds
 
 
 @dataclass(frozen=True)
@@ -331,7 +334,7 @@ def _get(
         return None if default is _MISSING else default
     if kind == "float":
         value = float(value)
-    if kind == "strings":
+    if kind in ("strings", "ints"):
         value = tuple(value)
     if check is not None:
         message = check(value)
@@ -347,6 +350,9 @@ _KIND_CHECKS: dict[str, Callable[[Any], bool]] = {
     "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "bool": lambda v: isinstance(v, bool),
     "strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "ints": lambda v: (
+        isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    ),
     "table": lambda v: isinstance(v, dict),
 }
 _KIND_WORDS = {
@@ -355,6 +361,7 @@ _KIND_WORDS = {
     "float": "a number",
     "bool": "true or false",
     "strings": "an array of strings",
+    "ints": "an array of integers",
     "table": "a table",
 }
 
@@ -423,7 +430,16 @@ _RUN_KEYS = (
     "max_parallel",
 )
 _CHECKPOINT_KEYS = ("name", "host", "path", "baseline", "step", "run")
-_SUITE_KEYS = ("name", "host", "cache", "import", "max_anchors", "device")
+_SUITE_KEYS = (
+    "name",
+    "host",
+    "cache",
+    "import",
+    "max_anchors",
+    "device",
+    "target",
+    "cache_layer_ids",
+)
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -570,7 +586,38 @@ def _suite(ch: _Checker, where: str, t: Mapping[str, Any]) -> SuiteConfig:
         imports=_get(ch, t, "import", where, "strings", ()),
         max_anchors=_get(ch, t, "max_anchors", where, "int", None, _positive),
         device=_get(ch, t, "device", where, "str", None, _device),
+        target=_suite_target(ch, where, t),
+        cache_layer_ids=_get(ch, t, "cache_layer_ids", where, "ints", None, _layer_ids),
     )
+
+
+def _suite_target(ch: _Checker, where: str, t: Mapping[str, Any]) -> str | None:
+    """`target = "host:DIR"`: the target model directory, which must be on the suite's host
+    (the harness reads it there); returns DIR."""
+    raw = _get(ch, t, "target", where, "str", None, _non_empty)
+    if raw is None:
+        return None
+    head, sep, path = raw.partition(":")
+    if not sep or not head or "/" in head or not path:
+        ch.add(f"{where}.target", f'expected "host:DIR" (the target model directory), got "{raw}"')
+        return None
+    host = t.get("host")
+    if isinstance(host, str) and head != host:
+        ch.add(
+            f"{where}.target",
+            f'the target must be on the suite\'s host "{host}", not "{head}": the harness reads '
+            "its embed_tokens and lm_head there; copy config.json, model.safetensors.index.json "
+            "and the shard(s) holding model.embed_tokens.weight and lm_head.weight to a "
+            f'directory on "{host}" and name that',
+        )
+        return None
+    return path
+
+
+def _layer_ids(value: tuple[int, ...]) -> str | None:
+    if not value or any(v < 0 for v in value) or len(set(value)) != len(value):
+        return "expected a non-empty list of distinct layer ids >= 0"
+    return None
 
 
 def _check_host_ref(

@@ -59,6 +59,14 @@ from dflash_tui.transfer import FileProgress, TransferError, TransferEvent
 
 Listener = Callable[[JobUpdated], None]
 RELAY_DETAIL_INTERVAL_S = 0.5
+# $1 the suite's cache: a dflash-cache/1, SpecForge or speculators layout (DESIGN §4.3);
+# $2 its target model directory, when set (exit 3 when missing)
+CACHE_CHECK = r"""if [ -n "$2" ] && ! { [ -f "$2/config.json" ] && { [ -f "$2/model.safetensors" ] || [ -f "$2/model.safetensors.index.json" ]; }; }; then exit 3; fi
+[ -f "$1/manifest.json" ] && exit 0
+for f in "$1"/rows_*/data_*.ckpt* "$1"/hs_*.safetensors "$1"/hidden_states/hs_*.safetensors "$1"/data_*.pt; do
+  [ -f "$f" ] && exit 0
+done
+exit 1"""
 
 
 def _human_bytes(n: int) -> str:
@@ -366,7 +374,7 @@ class JobManager:
             )
             if self._cancel_requested(job.id):
                 return
-            await self._check_cache(job.host, suite.cache)
+            await self._check_cache(job.host, suite.cache, suite.target)
             if not await self.uploader.present(job.host):
                 self._update(job.id, state=J.UPLOADING, detail="installing the eval harness")
                 await self.uploader.install(job.host)
@@ -393,6 +401,10 @@ class JobManager:
             args += ["--device", "cpu" if device == "cpu" else "cuda:0"]
             if suite.max_anchors:
                 args += ["--max-anchors", str(suite.max_anchors)]
+            if suite.target:
+                args += ["--target", suite.target]
+            if suite.cache_layer_ids:
+                args += ["--cache-layer-ids", ",".join(map(str, suite.cache_layer_ids))]
             spec = LaunchSpec(
                 job_id=job.id,
                 host=job.host,
@@ -481,13 +493,20 @@ class JobManager:
 
         return on_event
 
-    async def _check_cache(self, host: str, cache: str) -> None:
+    async def _check_cache(self, host: str, cache: str, target: str | None) -> None:
         result = await self.pool.run(
-            host, shell_script('[ -f "$1/manifest.json" ]', cache), timeout=30, check=False
+            host, shell_script(CACHE_CHECK, cache, target or ""), timeout=30, check=False
         )
+        if result.exit_status == 3:
+            raise JobError(
+                f"{host}:{target}: no target model there (config.json with "
+                "model.safetensors or model.safetensors.index.json); check the suite's target "
+                "(and --host): the harness reads embed_tokens and lm_head from it on this host"
+            )
         if result.exit_status != 0:
             raise JobError(
-                f"{host}:{cache}: no dflash-cache/1 manifest.json there; "
+                f"{host}:{cache}: no cache there (a dflash-cache/1 manifest.json, SpecForge "
+                "rows_*/data_*.ckpt files or speculators hs_*.safetensors or data_*.pt files); "
                 "check the suite's cache path (and --host)"
             )
 

@@ -26,6 +26,12 @@ Options: ``--device cuda:0|cpu`` (default: cuda:0 when available),
 ``--topk 1,4,8``, ``--budgets 4,8,16,32``, ``--batch-anchors N``,
 ``--max-anchors N``, ``--suite NAME``, ``--name NAME``.
 
+``--cache`` may also be a SpecForge offline cache or a speculators data
+directory, read as they are (``foreign.py``); they carry no target head
+(``--target DIR``: a target model directory, of which only ``embed_tokens``
+and ``lm_head`` are read) and record no layer ids (``--cache-layer-ids``, in
+the writing tool's own convention).
+
 Stdout carries one JSON object per line (``start``, ``progress``, ``retry``,
 ``error``, ``done`` events); human messages go to stderr. Exit codes: 0 ok,
 1 runtime failure (CUDA out of memory at batch 1, non-finite logits), 2 bad

@@ -9,6 +9,7 @@ embedding and the output head are read from their shards.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ class SampleSpec:
     feature_width: int = 0
     input_ids: torch.Tensor | None = None
     loss_mask: torch.Tensor | None = None
+    # foreign caches (foreign.py): reads the first N feature rows in the drafter's layer order
+    reader: Callable[[int], torch.Tensor] | None = None
 
 
 @dataclass
@@ -67,7 +70,9 @@ def read_manifest(cache_dir: Path) -> Manifest:
     except FileNotFoundError:
         raise InputError(
             f"cache: {path} not found",
-            hint=f"a {CACHE_FORMAT} directory holds manifest.json, the target head and sample files",
+            hint=f"a {CACHE_FORMAT} directory holds manifest.json, the target head and sample "
+            "files; SpecForge caches (rows_*/data_*.ckpt[.gz]) and speculators data "
+            "(hs_*.safetensors, in the directory or its hidden_states/) are read as well",
         ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"cache: {path} is not valid JSON ({exc})") from None
@@ -161,10 +166,17 @@ class TargetHead:
             n for n, k in ((EMBED_NAMES[0], embed), (LM_HEAD_NAMES[0], lm_head)) if k is None
         ]
         if missing:
+            why = ""
+            if lm_head is None and embed is not None:
+                why = (
+                    " (and config.json does not set tie_word_embeddings: true, so the embedding "
+                    "is not used in its place)"
+                )
             raise InputError(
-                f"target model {target_dir}: tensor(s) {', '.join(missing)} not found in its weights",
-                hint='point the cache\'s "target" at the target model directory, or write '
-                "target_head.safetensors with embed_tokens and lm_head",
+                f"target model {target_dir}: tensor(s) {', '.join(missing)} not found in its "
+                f"weights{why}",
+                hint='point --target (or the cache\'s "target") at the target model directory, or '
+                "write target_head.safetensors with embed_tokens and lm_head",
             )
         self._embed, self._lm_head = (files, embed), (files, lm_head)
 
@@ -273,4 +285,6 @@ def check_sample(spec: SampleSpec, problems: Problems) -> TensorFile | None:
 
 def load_features(spec: SampleSpec, rows: int) -> torch.Tensor:
     """The first ``rows`` rows of a sample's hidden_states, read from disk on demand."""
+    if spec.reader is not None:
+        return spec.reader(rows)
     return TensorFile(spec.path, f"cache sample {spec.name!r}").get("hidden_states", rows=rows)

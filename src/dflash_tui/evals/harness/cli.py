@@ -31,6 +31,18 @@ def _int_list(text: str) -> tuple[int, ...]:
     return values
 
 
+def _layer_ids(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values or any(v < 0 for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct comma-separated layer ids >= 0, got {text!r}"
+        )
+    return values
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -44,10 +56,16 @@ def _positive(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dflash-harness",
-        description="Score a DFlash drafter on a dflash-cache/1 directory and write eval_results.json.",
+        description="Score a DFlash drafter on cached target hidden states (dflash-cache/1, "
+        "SpecForge or speculators) and write eval_results.json.",
     )
     p.add_argument("--drafter", required=True, type=Path, help="z-lab format drafter directory")
-    p.add_argument("--cache", required=True, type=Path, help="dflash-cache/1 directory")
+    p.add_argument(
+        "--cache",
+        required=True,
+        type=Path,
+        help="dflash-cache/1 directory, SpecForge offline cache or speculators data directory",
+    )
     p.add_argument("--out", required=True, type=Path, help="results file to write (atomically)")
     p.add_argument(
         "--device", default=None, help="cuda:0, cuda:N or cpu (default: cuda:0 if available)"
@@ -78,6 +96,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         default=None,
         help="score an evenly spaced subset of at most N anchors",
+    )
+    p.add_argument(
+        "--target",
+        type=Path,
+        default=None,
+        help="target model directory: its embed_tokens and lm_head are the head for a SpecForge "
+        "or speculators cache (which carry none); for a dflash-cache/1 it replaces the cache's own",
+    )
+    p.add_argument(
+        "--cache-layer-ids",
+        type=_layer_ids,
+        default=None,
+        help="target layers a SpecForge or speculators cache holds, in order and in that tool's "
+        "own convention (SpecForge: the draft config's target_layer_ids; speculators: the ids given "
+        "to launch_vllm.py, last layer included); their files do not record them",
     )
     p.add_argument(
         "--suite",
@@ -161,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_anchors=args.max_anchors,
             suite=args.suite,
             name=args.name,
+            target=args.target,
+            cache_layer_ids=args.cache_layer_ids,
         )
         results = run_mod.evaluate(opts, _emit)
         try:

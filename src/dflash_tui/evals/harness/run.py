@@ -21,6 +21,7 @@ from .cache import Manifest, SampleSpec, TargetHead, check_sample, load_features
 from .compat import check_compatibility
 from .drafter import DrafterConfig, DrafterFiles
 from .errors import InputError, Problems, RunFailure
+from .foreign import ForeignCache, detect_layout
 from .metrics import Totals, ddtree_matches, label_ranks, top_log_probs
 from .model import ContextKV, DrafterModel, block_logits
 
@@ -41,6 +42,8 @@ class Options:
     max_anchors: int | None = None
     suite: str | None = None
     name: str | None = None
+    target: Path | None = None  # target model directory: the head of a foreign cache
+    cache_layer_ids: tuple[int, ...] | None = None  # the cache's layers, in its own convention
 
 
 @dataclass
@@ -67,16 +70,49 @@ class Batch:
     top_lp: list[list[list[float]]] = field(default_factory=list)
 
 
-def open_inputs(drafter_dir: Path, cache_dir: Path) -> Inputs:
-    """Open and check the drafter and the cache; one InputError lists every problem."""
-    drafter = DrafterFiles(drafter_dir)
+def open_cache(
+    drafter: DrafterFiles,
+    cache_dir: Path,
+    target: Path | None,
+    cache_layer_ids: tuple[int, ...] | None,
+    problems: Problems,
+) -> Manifest:
+    """A dflash-cache/1 directory, or a SpecForge / speculators cache detected by its layout."""
+    cache_dir = Path(cache_dir)
+    layout = detect_layout(cache_dir) if cache_dir.is_dir() else None
+    if layout is not None:
+        cfg = drafter.config
+        foreign = ForeignCache(
+            cache_dir, layout, target, cache_layer_ids, cfg.target_layer_ids, cfg.hidden_size
+        )
+        return foreign.manifest(problems)
     manifest = read_manifest(cache_dir)
-    head = TargetHead(manifest)
-    problems = Problems()
-    drafter.check_weights(problems)
-    head.check(problems)
+    if target is not None:
+        manifest.target_dir, manifest.head_file = Path(target), None
+    if cache_layer_ids is not None and cache_layer_ids != manifest.target_layer_ids:
+        problems.add(
+            f"--cache-layer-ids {','.join(map(str, cache_layer_ids))}: the cache's manifest.json "
+            f"says target_layer_ids {list(manifest.target_layer_ids)}",
+            "a dflash-cache/1 manifest names its layers; drop --cache-layer-ids",
+        )
     for spec in manifest.samples:
         check_sample(spec, problems)
+    return manifest
+
+
+def open_inputs(
+    drafter_dir: Path,
+    cache_dir: Path,
+    target: Path | None = None,
+    cache_layer_ids: tuple[int, ...] | None = None,
+) -> Inputs:
+    """Open and check the drafter and the cache; one InputError lists every problem."""
+    drafter = DrafterFiles(drafter_dir)
+    problems = Problems()
+    manifest = open_cache(drafter, cache_dir, target, cache_layer_ids, problems)
+    head = TargetHead(manifest)
+    drafter.check_weights(problems)
+    head.check(problems)
     samples = [s for s in manifest.samples if s.input_ids is not None]
     check_compatibility(drafter, manifest, head, samples, problems)
     problems.raise_if_any(
@@ -290,7 +326,7 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
     """Run the eval and return the ``dflash-eval/1`` results object."""
     started = time.perf_counter()
-    inputs = open_inputs(opts.drafter, opts.cache)
+    inputs = open_inputs(opts.drafter, opts.cache, opts.target, opts.cache_layer_ids)
     cfg = inputs.drafter.config
     anchors = find_anchors(inputs.samples, cfg.block_size, opts.max_anchors)
     if not anchors:
