@@ -9,13 +9,13 @@ from typing import Any
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.eval import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.evals.estimate import TauEstimate, calibrated_tau, estimate_tau
 from dflash_tui.evals.pairs import (
     calibration_pairs,
     default_suite,
     load_acc_lookup,
     tau_points,
 )
+from dflash_tui.tau import TauEstimate, calibrated_tau, estimate_tau
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

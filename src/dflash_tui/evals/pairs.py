@@ -5,7 +5,7 @@ the run and step it came from; the run's training log knows the acc at that
 step. `tau_points` reads the first, `calibration_pairs` joins it with any
 `acc_at(run, step)` lookup: the console passes its live histories
 (`History.value_at`), the CLI loads the runs' logs once with
-`load_acc_lookup`. The estimate itself is `dflash_tui.evals.estimate`.
+`load_acc_lookup`. The estimate itself is `dflash_tui.tau`.
 """
 
 from __future__ import annotations
