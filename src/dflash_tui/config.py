@@ -138,6 +138,7 @@ class SuiteConfig:
     imports: tuple[str, ...] = ()
     max_anchors: int | None = None
     device: str | None = None  # overrides the host's `device` for this suite
+    sliding: str | None = None  # harness --sliding: "bidirectional" | "causal" (None: its default)
 
 
 @dataclass(frozen=True)
@@ -423,7 +424,8 @@ _RUN_KEYS = (
     "max_parallel",
 )
 _CHECKPOINT_KEYS = ("name", "host", "path", "baseline", "step", "run")
-_SUITE_KEYS = ("name", "host", "cache", "import", "max_anchors", "device")
+_SUITE_KEYS = ("name", "host", "cache", "import", "max_anchors", "device", "sliding")
+SLIDING_MODES = ("bidirectional", "causal")  # DESIGN §4.4, the harness's --sliding
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -570,7 +572,14 @@ def _suite(ch: _Checker, where: str, t: Mapping[str, Any]) -> SuiteConfig:
         imports=_get(ch, t, "import", where, "strings", ()),
         max_anchors=_get(ch, t, "max_anchors", where, "int", None, _positive),
         device=_get(ch, t, "device", where, "str", None, _device),
+        sliding=_get(ch, t, "sliding", where, "str", None, _sliding),
     )
+
+
+def _sliding(value: str) -> str | None:
+    if value in SLIDING_MODES:
+        return None
+    return f"must be one of {', '.join(repr(m) for m in SLIDING_MODES)}, got {value!r}"
 
 
 def _check_host_ref(
