@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui import cli
+from dflash_tui.commands.eval import _print
 from dflash_tui.config import ConfigError, load_config, parse_config
 from dflash_tui.evals.manager import JobError, JobManager, open_eval_state
 from dflash_tui.remote import HostPool
@@ -93,9 +94,27 @@ def test_eval_sliding_is_recorded_and_shown(
     out = json.loads(capsys.readouterr().out)
     assert code == 0, out
     assert out["result"]["attention"] == "causal" and not out["result"]["attention_assumed"]
+    assert out["result"]["attention_record"]["source"] == "--sliding"
     stored = Path(load_config(cluster.config).console.results_dir)
     (results,) = stored.glob("coding/zlab__*/eval_results.json")
     assert json.loads(results.read_text())["attention"]["source"] == "--sliding"
+    _print(out)
+    assert "scored with sliding layers causal\n" in capsys.readouterr().out
+
+
+def test_eval_says_when_the_drafters_config_decided(capsys: pytest.CaptureFixture[str]) -> None:
+    """What `eval` prints when the drafter's is_causal overrode --sliding (the record as the
+    harness writes it, see tests/harness/test_harness_attention.py)."""
+    record = {"sliding": "bidirectional", "full": "bidirectional", "requested": "causal",
+              "source": "config.json is_causal", "sliding_layers": 2}  # fmt: skip
+    job = {"id": "j", "summary": "done", "state": "done", "log_tail": []}
+    result = {"metrics": {}, "ratios": {}, "baseline": False, "attention": "bidirectional",
+              "attention_assumed": False, "attention_record": record}  # fmt: skip
+    _print({"job": job, "result": result})
+    assert (
+        "scored with sliding layers bidirectional (config.json is_causal; --sliding causal was "
+        "not applied)" in capsys.readouterr().out
+    )
 
 
 @pytest.mark.parametrize(

@@ -153,6 +153,7 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
             )
             if row is not None and row.evaluated:
                 out["result"] = row.as_dict(board.baseline)
+                out["result"]["attention_record"] = dict(row.result.attention or {})
                 out["baseline"] = board.baseline
         code = 0 if job.state in (DONE, "running", "starting") else 1
         return code, out
@@ -180,6 +181,10 @@ def _print(out: dict[str, Any]) -> None:
         print("  " + ", ".join(parts))
         if result.get("attention"):
             assumed = " (assumed)" if result.get("attention_assumed") else ""
+            record = result.get("attention_record") or {}
+            asked = record.get("requested")
+            if asked and asked != record.get("sliding"):  # the drafter's own config decided
+                assumed = f" ({record.get('source')}; --sliding {asked} was not applied)"
             print(f"  scored with {describe(result['attention'])}{assumed}")
     for stored in out.get("collect", {}).get("stored", []):
         print(f"  stored in {stored['dir']}")
