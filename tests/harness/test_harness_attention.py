@@ -187,3 +187,30 @@ def test_config_causality_that_cannot_be_read_is_refused(capsys, small, tmp_path
     result = run_cli(capsys, pair, tmp_path / "r.json")
     assert result.code == 2
     assert named in result.stderr
+
+
+def test_a_config_that_says_causal_matches_the_reference_on_every_layer(pairs, tmp_path):
+    """dflash_config.causal = true: full layers causal too, whatever --sliding asks."""
+    from harness_reference import anchor_logits, read_cache, read_drafter
+
+    from dflash_tui.evals.harness.run import Runner, attention_of, find_anchors, open_inputs
+
+    pair = copy_pair(pairs["sliding_bf16_sharded"], tmp_path)
+    raw = json.loads((pair.drafter / "config.json").read_text())
+    edit_json(
+        pair.drafter / "config.json", dflash_config={**raw.get("dflash_config", {}), "causal": True}
+    )
+    raw, weights = read_drafter(pair.drafter)
+    embed, lm_head, samples = read_cache(pair.cache)
+    inputs = open_inputs(pair.drafter, pair.cache)
+    attention = attention_of(inputs.drafter.config, "bidirectional")
+    assert (attention.sliding, attention.full, attention.overridden) == ("causal", "causal", True)
+    anchors = find_anchors(inputs.samples, inputs.drafter.config.block_size, 6)
+    runner = Runner.from_inputs(inputs, torch.device("cpu"), torch.float32, 4, attention)
+    runner.plan(anchors)
+    logits = runner.logits(anchors)[0]
+    for row, anchor in enumerate(anchors):
+        ref = anchor_logits(
+            raw, weights, embed, lm_head, samples[anchor.sample][1], anchor.position
+        )
+        torch.testing.assert_close(logits[row].double(), ref, rtol=1e-4, atol=1e-4)
