@@ -41,3 +41,18 @@ def test_inspect_names_the_fields_the_harness_refuses(tmp_path: Path) -> None:
         ).stdout
     )  # fmt: skip
     assert data["unscorable"] == summary.unscorable
+
+
+def test_an_eval_of_an_unscorable_drafter_stops_before_the_relay(tmp_path: Path) -> None:
+    import pytest
+
+    from dflash_tui.evals.placement import PlacementError, check_drafter
+
+    big_drafter(tmp_path / "d")
+    check_drafter(inspect_local(str(tmp_path / "d")))  # a plain drafter passes
+    config = {**DRAFTER_CONFIG, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
+    (tmp_path / "d" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        PlacementError, match="the eval harness cannot score this drafter: rope_scaling"
+    ):
+        check_drafter(inspect_local(str(tmp_path / "d")))
