@@ -90,6 +90,16 @@ class CheckpointSummary:
     kind: str  # "drafter", "target" or "unknown"
     problems: tuple[str, ...] = ()
 
+    @property
+    def unscorable(self) -> list[str]:
+        """For a drafter, the config fields the eval harness refuses to score, one line each
+        (the harness's own check, `evals/harness/refusals.py`, which needs no torch)."""
+        if self.kind != "drafter":
+            return []
+        from dflash_tui.evals.harness.refusals import unsupported_fields
+
+        return unsupported_fields(dict(self.config))
+
     def setting(self, name: str) -> Any:
         """A config value from the top level or `dflash_config`, else (a multimodal target)
         from `text_config` / `language_config`."""
@@ -144,6 +154,7 @@ class CheckpointSummary:
             "tensors": len(self.tensors),
             "bytes_read": self.bytes_read,
             "problems": list(self.problems),
+            "unscorable": self.unscorable,
         }
 
 

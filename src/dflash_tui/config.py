@@ -141,6 +141,7 @@ class SuiteConfig:
     # a SpecForge / speculators cache's head: the target model directory on the suite's host
     target: str | None = None
     cache_layer_ids: tuple[int, ...] | None = None  # which layers such a cache holds
+    sliding: str | None = None  # harness --sliding: "bidirectional" | "causal" (None: its default)
 
 
 @dataclass(frozen=True)
@@ -439,7 +440,9 @@ _SUITE_KEYS = (
     "device",
     "target",
     "cache_layer_ids",
+    "sliding",
 )
+SLIDING_MODES = ("bidirectional", "causal")  # DESIGN §4.4, the harness's --sliding
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -588,6 +591,7 @@ def _suite(ch: _Checker, where: str, t: Mapping[str, Any]) -> SuiteConfig:
         device=_get(ch, t, "device", where, "str", None, _device),
         target=_suite_target(ch, where, t),
         cache_layer_ids=_get(ch, t, "cache_layer_ids", where, "ints", None, _layer_ids),
+        sliding=_get(ch, t, "sliding", where, "str", None, _sliding),
     )
 
 
@@ -618,6 +622,12 @@ def _layer_ids(value: tuple[int, ...]) -> str | None:
     if not value or any(v < 0 for v in value) or len(set(value)) != len(value):
         return "expected a non-empty list of distinct layer ids >= 0"
     return None
+
+
+def _sliding(value: str) -> str | None:
+    if value in SLIDING_MODES:
+        return None
+    return f"must be one of {', '.join(repr(m) for m in SLIDING_MODES)}, got {value!r}"
 
 
 def _check_host_ref(

@@ -87,8 +87,40 @@ def rope_vec(v: Tensor, pos: int, theta: float) -> Tensor:
     return torch.cat([first * cos - second * sin, second * cos + first * sin])
 
 
+def layer_is_causal(raw: dict, layer_type: str, sliding: str) -> bool:
+    """Whether a layer hides block keys after the query.
+
+    The config's own word first (top-level ``is_causal``, then
+    ``dflash_config.causal``, as vLLM's resolver reads them), for every layer;
+    else only sliding layers, and only under the ``causal`` semantics.
+    """
+    nested = raw.get("dflash_config") or {}
+    for own in (raw.get("is_causal"), nested.get("causal"), nested.get("is_causal")):
+        if own is not None:
+            return bool(own)
+    return layer_type == "sliding_attention" and sliding == "causal"
+
+
+def may_attend(
+    qpos: int, kpos: int, anchor: int, in_block: bool, causal: bool, window: int | None
+) -> bool:
+    """DESIGN §4.4's visibility rules, one ``if`` per rule (window None: no window)."""
+    if not in_block and kpos >= anchor:
+        return False  # context: strictly before the anchor
+    if in_block and causal and kpos > qpos:
+        return False  # causal inside the block
+    # outside the sliding window, on either side
+    return window is None or abs(qpos - kpos) < window
+
+
 def anchor_logits(
-    raw: dict, w: dict[str, Tensor], embed: Tensor, lm_head: Tensor, sample: dict, a: int
+    raw: dict,
+    w: dict[str, Tensor],
+    embed: Tensor,
+    lm_head: Tensor,
+    sample: dict,
+    a: int,
+    sliding: str = "bidirectional",
 ) -> Tensor:
     """Logits [B-1, V] for the anchor at position a, computed the slow way."""
     hsz = raw["hidden_size"]
@@ -134,15 +166,13 @@ def anchor_logits(
             for qi in range(bsz):
                 qpos = a + qi
                 q = rope_vec(rms(h[qi] @ wq.T, w[p + "self_attn.q_norm.weight"], eps), qpos, theta)
-                allowed = []
-                for j, kpos in enumerate(positions):
-                    in_block = j >= a
-                    if types[li] == "sliding_attention":
-                        if in_block and kpos > qpos:
-                            continue  # causal inside the block
-                        if not kpos > qpos - window:
-                            continue
-                    allowed.append(j)
+                causal = layer_is_causal(raw, types[li], sliding)
+                win = window if types[li] == "sliding_attention" else None
+                allowed = [
+                    j
+                    for j, kpos in enumerate(positions)
+                    if may_attend(qpos, kpos, a, j >= a, causal, win)
+                ]
                 k_rows = torch.stack([keys[kvh][j] for j in allowed])
                 v_rows = torch.stack([vals[kvh][j] for j in allowed])
                 probs = torch.softmax(k_rows @ q / math.sqrt(d), 0)

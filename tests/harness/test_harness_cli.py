@@ -27,8 +27,12 @@ def test_results_file_follows_the_schema(capsys, pairs, tmp_path):
     assert result.code == 0, result.stderr
     data = json.loads(out.read_text())
     assert list(data) == [
-        "schema", "suite", "checkpoint", "block_size", "n_anchors", "device", "elapsed_s", "metrics", "tasks",
+        "schema", "suite", "checkpoint", "block_size", "attention", "n_anchors", "device", "elapsed_s",
+        "metrics", "tasks",
     ]  # fmt: skip
+    assert data["attention"] == {
+        "sliding": "bidirectional", "full": "bidirectional", "source": "default", "sliding_layers": 2,
+    }  # fmt: skip
     assert data["schema"] == "dflash-eval/1"
     assert data["suite"] == "coding10"
     assert data["checkpoint"]["name"] == "step4000"

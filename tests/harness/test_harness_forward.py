@@ -6,7 +6,14 @@ import pytest
 import torch
 from harness_reference import anchor_logits, read_cache, read_drafter, reference_metrics
 
-from dflash_tui.evals.harness.run import Options, Runner, evaluate, find_anchors, open_inputs
+from dflash_tui.evals.harness.run import (
+    Options,
+    Runner,
+    attention_of,
+    evaluate,
+    find_anchors,
+    open_inputs,
+)
 
 TOPK = [1, 2, 4]
 BUDGETS = [1, 3, 4, 8]
@@ -18,15 +25,24 @@ def _reference(pair):
     return raw, weights, embed, lm_head, samples
 
 
-@pytest.mark.parametrize("variant", ["full_fp32", "sliding_bf16_sharded", "fp16_mha"])
-def test_batched_forward_matches_reference(pairs, variant):
+@pytest.mark.parametrize(
+    ("variant", "sliding"),
+    [
+        ("full_fp32", None),
+        ("sliding_bf16_sharded", None),  # the default: bidirectional
+        ("sliding_bf16_sharded", "causal"),
+        ("fp16_mha", None),
+    ],
+)
+def test_batched_forward_matches_reference(pairs, variant, sliding):
     pair = pairs[variant]
     raw, weights, embed, lm_head, samples = _reference(pair)
     inputs = open_inputs(pair.drafter, pair.cache)
     cfg = inputs.drafter.config
     anchors = find_anchors(inputs.samples, cfg.block_size, None)
     assert len({a.sample for a in anchors}) == len(samples)
-    runner = Runner.from_inputs(inputs, torch.device("cpu"), torch.float32, max(BUDGETS))
+    attention = attention_of(cfg, sliding)
+    runner = Runner.from_inputs(inputs, torch.device("cpu"), torch.float32, max(BUDGETS), attention)
     runner.plan(anchors)
 
     # batches of 7 cross sample boundaries, so padding of shorter contexts is exercised
@@ -37,7 +53,7 @@ def test_batched_forward_matches_reference(pairs, variant):
     for row, anchor in enumerate(anchors):
         name, tensors = samples[anchor.sample]
         a = anchor.position
-        ref = anchor_logits(raw, weights, embed, lm_head, tensors, a)
+        ref = anchor_logits(raw, weights, embed, lm_head, tensors, a, sliding or "bidirectional")
         torch.testing.assert_close(batched[row].double(), ref, rtol=1e-4, atol=1e-4)
         labels = tensors["input_ids"][a + 1 : a + cfg.block_size].tolist()
         m = reference_metrics(ref, labels, TOPK, BUDGETS)
@@ -50,7 +66,12 @@ def test_batched_forward_matches_reference(pairs, variant):
 
     result = evaluate(
         Options(
-            pair.drafter, pair.cache, topk=tuple(TOPK), budgets=tuple(BUDGETS), batch_anchors=7
+            pair.drafter,
+            pair.cache,
+            topk=tuple(TOPK),
+            budgets=tuple(BUDGETS),
+            batch_anchors=7,
+            sliding=sliding,
         ),
         lambda event: None,
     )

@@ -124,10 +124,11 @@ async def test_slurm_eval_pends_runs_and_is_collected(bed: Bed) -> None:
     blocker = bed.cluster.cli(
         ["sbatch", "--parsable", "--gres=gpu:2", "-o", "/dev/null", "--wrap", "sleep 120"]
     ).stdout.strip()
-    job = await bed.manager.launch("zlab", "coding")
+    job = await bed.manager.launch("zlab", "coding", sliding="causal")
     assert job.state == J.RUNNING and job.backend == "slurm", job
     assert job.proc_start and job.proc_start.startswith("slurm:") and job.gpu is None
     assert "sbatch" in (job.command or "") and "--gres=gpu:1" in (job.command or "")
+    assert "--sliding causal" in (job.command or "")  # `dflash-tui eval --sliding` reaches it
     pending = await _until(bed, job.id, lambda j: j.describe() == "pending (Resources)")
     assert pending.state == J.RUNNING
 
@@ -141,6 +142,7 @@ async def test_slurm_eval_pends_runs_and_is_collected(bed: Bed) -> None:
     assert done.state == J.DONE, done
     report = await bed.manager.collect([job.id])
     assert [r.checkpoint for r in report.stored] == ["zlab"]
+    assert report.stored[0].attention["sliding"] == "causal"
     log = await bed.manager.log_tail(job.id, 50)
     assert any("Slurm job" in line for line in log)
 

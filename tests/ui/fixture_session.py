@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tui.config import Config, parse_config
-from dflash_tui.evals.estimate import estimate_tau
 from dflash_tui.evals.jobs import Job
 from dflash_tui.evals.leaderboard import Leaderboard, Row
 from dflash_tui.evals.progress import MetricSeries, Point, RunProgress
@@ -25,6 +24,7 @@ from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
 from dflash_tui.monitor.views import HostView, LinesAppended, LogLine, RunUpdated, RunView
 from dflash_tui.session import JobsChanged, LeaderboardChanged, TransferView
+from dflash_tui.tau import estimate_tau
 
 NOW = 1_750_000_000.0  # frozen clock: 2025-06-15 15:06:40 UTC
 

@@ -8,8 +8,8 @@ import dataclasses
 from pathlib import Path
 
 from dflash_tui.config import parse_config
-from dflash_tui.evals.estimate import TauEstimate
 from dflash_tui.keymap import ACTIONS
+from dflash_tui.tau import TauEstimate
 from dflash_tui.ui.panes.header import HeaderBar
 from dflash_tui.ui.panes.jobs import JobsPane
 from dflash_tui.ui.panes.leaderboard import WAITING, LeaderboardPane

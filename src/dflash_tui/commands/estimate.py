@@ -9,13 +9,14 @@ from typing import Any
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.eval import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.evals.estimate import TauEstimate, calibrated_tau, estimate_tau
 from dflash_tui.evals.pairs import (
     calibration_pairs,
     default_suite,
     load_acc_lookup,
     tau_points,
 )
+from dflash_tui.evals.semantics import describe
+from dflash_tui.tau import TauEstimate, calibrated_tau, estimate_tau
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -60,6 +61,7 @@ async def _calibrated(args: argparse.Namespace) -> tuple[TauEstimate, dict[str, 
         acc_at, errors = await load_acc_lookup(ctx.pool, ctx.config, [p.run for p in points])
         info["errors"] = errors
         pairs = calibration_pairs(points, acc_at)
+        info["attention"] = points[0].attention if points else None
         info["pairs"] = [
             {
                 "checkpoint": p.checkpoint,
@@ -87,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             upper = f" (upper bound {estimate.upper:.2f})" if estimate.upper is not None else ""
             print(f"tau ~ {estimate.value:.2f}{upper}; {estimate.basis}")
+        if info.get("attention"):
+            print(f"  calibrated on results with {describe(info['attention'])}")
         for pair in info.get("pairs", []):
             acc = "-" if pair["acc"] is None else f"{pair['acc']:.3f}"
             print(

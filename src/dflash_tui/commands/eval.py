@@ -1,4 +1,4 @@
-"""`dflash-tui eval CHECKPOINT SUITE [--host H] [--gpu N] [--wait] [--json]`.
+"""`dflash-tui eval CHECKPOINT SUITE [--host H] [--gpu N] [--sliding S] [--wait] [--json]`.
 
 Also the shared setup of the eval commands (jobs, cancel, collect, leaderboard, estimate).
 """
@@ -16,10 +16,11 @@ from typing import Any
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.config import Config, load_config
+from dflash_tui.config import SLIDING_MODES, Config, load_config
 from dflash_tui.evals.jobs import DONE, Job
 from dflash_tui.evals.leaderboard import build_leaderboard, format_metric, format_ratio
 from dflash_tui.evals.manager import JobError, JobManager, open_eval_state
+from dflash_tui.evals.semantics import describe
 from dflash_tui.remote.pool import HostPool
 
 
@@ -91,6 +92,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--host", help="run on this host instead of the suite's (same cache path)")
     p.add_argument("--gpu", help="GPU index(es) for CUDA_VISIBLE_DEVICES (default: a free one)")
     p.add_argument(
+        "--sliding",
+        choices=SLIDING_MODES,
+        help="what the drafter's sliding_attention layers see inside the block (default: the "
+        "suite's `sliding`, else bidirectional; a drafter config's own is_causal decides)",
+    )
+    p.add_argument(
         "--wait", action="store_true", help="follow the job to its end, then collect its results"
     )
     add_json_flag(p)
@@ -127,7 +134,9 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
         progress = _Progress(quiet=args.json)
-        job = await manager.start_eval(args.checkpoint, args.suite, args.host, args.gpu)
+        job = await manager.start_eval(
+            args.checkpoint, args.suite, args.host, args.gpu, args.sliding
+        )
         try:
             job = await manager.wait(job.id, started_only=not args.wait, on_change=progress)
         finally:
@@ -139,9 +148,12 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
             for where, reason in report.rejected:
                 print(f"warning: {where} rejected: {reason}", file=sys.stderr)
             board = build_leaderboard(ctx.config, manager.results, job.suite)
-            row = next((r for r in board.rows if r.checkpoint == job.checkpoint), None)
+            row = next((r for r in board.rows if r.job_id == job.id), None) or next(
+                (r for r in board.rows if r.checkpoint == job.checkpoint), None
+            )
             if row is not None and row.evaluated:
                 out["result"] = row.as_dict(board.baseline)
+                out["result"]["attention_record"] = dict(row.result.attention or {})
                 out["baseline"] = board.baseline
         code = 0 if job.state in (DONE, "running", "starting") else 1
         return code, out
@@ -167,6 +179,13 @@ def _print(out: dict[str, Any]) -> None:
                     text += f" ({format_ratio(ratio, baseline)})"
                 parts.append(text)
         print("  " + ", ".join(parts))
+        if result.get("attention"):
+            assumed = " (assumed)" if result.get("attention_assumed") else ""
+            record = result.get("attention_record") or {}
+            asked = record.get("requested")
+            if asked and asked != record.get("sliding"):  # the drafter's own config decided
+                assumed = f" ({record.get('source')}; --sliding {asked} was not applied)"
+            print(f"  scored with {describe(result['attention'])}{assumed}")
     for stored in out.get("collect", {}).get("stored", []):
         print(f"  stored in {stored['dir']}")
 

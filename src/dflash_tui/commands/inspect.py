@@ -68,6 +68,8 @@ def _print_summary(s: CheckpointSummary) -> None:
             rows.append((f"sha256 {f.name}", f.sha256))
     for problem in s.problems:
         rows.append(("PROBLEM", problem))
+    for field in s.unscorable:
+        rows.append(("NOT SCORABLE", field))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key.ljust(width)}  {'-' if value is None else value}")

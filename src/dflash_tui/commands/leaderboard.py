@@ -19,6 +19,7 @@ from dflash_tui.evals.leaderboard import (
     leaderboard_suites,
 )
 from dflash_tui.evals.manager import open_eval_state
+from dflash_tui.evals.semantics import DEFAULT, describe
 from dflash_tui.evals.served.board import (
     SERVED_LABEL,
     ServedSection,
@@ -65,7 +66,10 @@ def _cells(
     row: Row, columns: list[str], baseline: str | None, stamp: float | None
 ) -> dict[str, Any]:
     cells: dict[str, Any] = {
-        "checkpoint": row.checkpoint + (" (baseline)" if row.baseline else ""),
+        "rank": row.rank,
+        "checkpoint": row.checkpoint
+        + (" (baseline)" if row.baseline else "")
+        + ("*" if row.attention_assumed else ""),
         "step": row.step,
         "when": when(stamp) if stamp else None,
     }
@@ -82,6 +86,7 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
     print(f"== {board.suite}: sorted by {board.sort}; baseline {board.baseline or '-'}{source}")
     columns = [board.sort, *[c for c in board.columns if c != board.sort]][:MAX_COLUMNS]
     table = [
+        ("rank", "#"),
         ("checkpoint", "CHECKPOINT"),
         *[(c, c.upper()) for c in columns],
         ("vs", f"{columns[0].upper()} VS BASELINE" if columns else "VS BASELINE"),
@@ -89,7 +94,12 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
         ("when", "WHEN"),
     ]
     rows: list[dict[str, Any]] = []
+    group: str | None = board.groups[0] if board.groups else None
     for row in board.rows:
+        if row.attention is not None and row.attention != group:  # a ranking of its own
+            print(f"-- {describe(group or DEFAULT)}")
+            print(format_table(rows, table))
+            rows, group = [], row.attention
         rows.append(_cells(row, columns, board.baseline, row.created_at))
         if args.all:
             for older in row.older:
@@ -97,11 +107,14 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
                 rows.append(
                     {
                         "checkpoint": f"  older ({older.job_id or 'import'})",
+                        "rank": None,
                         **{c: format_metric(c, metrics.get(c)) for c in columns},
                         "step": older.step,
                         "when": when(older.created_at),
                     }
                 )
+    if len(board.groups) > 1 or (group and group != DEFAULT):
+        print(f"-- {describe(group or DEFAULT)}")
     print(format_table(rows, table))
     if board.note:
         print(f"note: {board.note}")
@@ -110,9 +123,11 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
         cells = []
         for r in task_rows:
             c = _cells(r, columns, board.baseline, None)
+            if len(board.groups) > 1:
+                c["checkpoint"] += f" [{r.attention}]"
             c["n"] = r.n_anchors
             cells.append(c)
-        print(format_table(cells, [*table[: len(columns) + 2], ("n", "ANCHORS")]))
+        print(format_table(cells, [*table[: len(columns) + 3], ("n", "ANCHORS")]))
 
 
 SERVED_TABLE = [

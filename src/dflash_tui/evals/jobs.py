@@ -81,6 +81,8 @@ SCHEMA = Schema(
         );
         CREATE INDEX jobs_by_state ON jobs (state, host)
         """,
+        # `dflash-tui eval --sliding`: the harness's --sliding for this job (NULL: the suite's)
+        "ALTER TABLE jobs ADD COLUMN sliding TEXT",
     ],
 )
 
@@ -126,6 +128,7 @@ class Job:
     collected_at: float | None = None
     result_dir: str | None = None
     collect_error: str | None = None
+    sliding: str | None = None  # the operator's --sliding for this job (None: the suite's)
 
     @property
     def terminal(self) -> bool:

@@ -8,6 +8,13 @@ database), else the config's `[[checkpoints]] baseline = true`. Rows sort by
 one metric, best first (default `tau_top1`); checkpoints without a result
 come last. `tasks=True` adds the same table per task.
 
+Results scored under different attention semantics (DESIGN §4.4: what a
+drafter's sliding layers see inside the block; `evals/semantics.py`) are never
+ranked together: each semantics is its own ranking (`Row.rank` counts within
+it, `Row.attention` names it), the default's first, each compared with the
+baseline's result under the same semantics, and the board's note says so.
+A checkpoint measured both ways has a row in each.
+
 Numbers are shown one way everywhere: lengths (`tau_top1`, `streak_top*`,
 `ddtree_b*`) with 2 decimals, accuracies as percentages with one.
 """
@@ -16,10 +23,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dflash_tui.config import Config
+from dflash_tui.evals import semantics as S
 from dflash_tui.evals.store import ResultsStore, StoredResult
 from dflash_tui.evals.targets import CheckpointRef, configured_checkpoints
 
@@ -89,10 +97,24 @@ class Row:
     result: StoredResult | None = field(default=None, repr=False, compare=False)
     older: tuple[StoredResult, ...] = field(default=(), repr=False, compare=False)
     ref: CheckpointRef | None = field(default=None, repr=False, compare=False)
+    attention: str | None = None  # semantics key of its result (evals/semantics.py); None: none yet
+    rank: int | None = None  # place within its semantics' ranking (evaluated rows only)
 
     @property
     def evaluated(self) -> bool:
         return self.result is not None
+
+    @property
+    def attention_assumed(self) -> bool:
+        """Its result has no attention field; read as sliding causal."""
+        return self.result is not None and self.result.attention is None
+
+    @property
+    def key(self) -> str:
+        """Unique on a board: the checkpoint, plus its semantics outside the default's ranking."""
+        if self.attention in (None, S.DEFAULT):
+            return self.checkpoint
+        return f"{self.checkpoint} [{self.attention}]"
 
     def as_dict(self, baseline: str | None, *, with_older: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -104,6 +126,9 @@ class Row:
             "job_id": self.job_id,
             "source": self.source,
             "n_anchors": self.n_anchors,
+            "attention": self.attention,
+            "attention_assumed": self.attention_assumed,
+            "rank": self.rank,
             "metrics": dict(self.metrics),
             "ratios": dict(self.ratios),
             "vs_baseline": {k: format_ratio(v, baseline) for k, v in self.ratios.items()},
@@ -128,10 +153,12 @@ class Leaderboard:
     rows: tuple[Row, ...]
     tasks: Mapping[str, tuple[Row, ...]] = field(default_factory=dict)
     note: str | None = None
+    groups: tuple[str, ...] = ()  # semantics present, in ranking order (evals/semantics.py)
 
     def as_dict(self, *, with_older: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
             "suite": self.suite,
+            "attention_groups": list(self.groups),
             "baseline": self.baseline,
             "baseline_source": self.baseline_source,
             "sort": self.sort,
@@ -147,13 +174,43 @@ class Leaderboard:
         return out
 
 
-def _sorted(rows: Iterable[Row], sort: str) -> tuple[Row, ...]:
-    def key(row: Row) -> tuple[int, float, float, str]:
+def _sorted(rows: Iterable[Row], sort: str, groups: Sequence[str] = ()) -> tuple[Row, ...]:
+    """Semantics by semantics (`groups` order; rows without a result with the first), best
+    first within each, numbered by `rank` within each."""
+    order = {g: i for i, g in enumerate(groups)}
+
+    def key(row: Row) -> tuple[int, int, float, float, str]:
         value = row.metrics.get(sort)
         missing = 0 if value is not None else (1 if row.evaluated else 2)
-        return (missing, -(value or 0.0), -(row.created_at or 0.0), row.checkpoint)
+        group = order.get(row.attention or "", 0)
+        return (group, missing, -(value or 0.0), -(row.created_at or 0.0), row.checkpoint)
 
-    return tuple(sorted(rows, key=key))
+    out, counts = [], dict.fromkeys(order, 0)
+    for row in sorted(rows, key=key):
+        if row.evaluated and row.attention is not None:
+            counts[row.attention] = counts.get(row.attention, 0) + 1
+            row = replace(row, rank=counts[row.attention])
+        out.append(row)
+    return tuple(out)
+
+
+def _groups_note(rows: Sequence[Row], groups: Sequence[str], baseline: str | None) -> str | None:
+    """Say that the board holds more than one ranking, and about assumed semantics."""
+    parts = []
+    if len(groups) > 1:
+        sizes = ", ".join(
+            f"{S.describe(g)} ({sum(r.attention == g for r in rows)})" for g in groups
+        )
+        parts.append(f"ranked apart by attention semantics: {sizes}")
+        if baseline:
+            lacking = [g for g in groups if not any(r.baseline and r.attention == g for r in rows)]
+            if lacking:
+                parts.append(
+                    f"baseline {baseline} has no result under {', '.join(lacking)} (no ratios there)"
+                )
+    if any(r.attention_assumed for r in rows):
+        parts.append(S.ASSUMED_NOTE)
+    return "; ".join(parts) or None
 
 
 def choose_baseline(
@@ -189,26 +246,30 @@ def build_leaderboard(
     `checkpoints` glob) as rows even before they have a result.
     """
     results = store.results(suite)
-    latest: dict[str, StoredResult] = {}
-    older: dict[str, list[StoredResult]] = {}
+    latest: dict[tuple[str, str], StoredResult] = {}  # (checkpoint, semantics)
+    older: dict[tuple[str, str], list[StoredResult]] = {}
     for r in results:  # newest first
-        if r.checkpoint in latest:
-            older.setdefault(r.checkpoint, []).append(r)
+        at = (r.checkpoint, r.semantics)
+        if at in latest:
+            older.setdefault(at, []).append(r)
         else:
-            latest[r.checkpoint] = r
+            latest[at] = r
+    groups = S.ordered(g for _, g in latest)
     baseline, source = choose_baseline(config, store, suite)
-    base_result = latest.get(baseline) if baseline else None
-    base_metrics = _scalars(base_result.metrics) if base_result else None
+    base_by_group = {
+        g: _scalars(latest[(baseline, g)].metrics) for g in groups if (baseline, g) in latest
+    }
+    base_result = next((latest[(baseline, g)] for g in groups if (baseline, g) in latest), None)
     refs = {c.name: c for c in [*configured_checkpoints(config), *extra]}
     rows: list[Row] = []
-    for name, r in latest.items():
+    for (name, group), r in latest.items():
         metrics = _scalars(r.metrics)
         ref = refs.get(name)
         rows.append(
             Row(
                 checkpoint=name,
                 metrics=metrics,
-                ratios=_ratios(metrics, base_metrics),
+                ratios=_ratios(metrics, base_by_group.get(group)),
                 baseline=name == baseline,
                 step=r.step if r.step is not None else (ref.step if ref else None),
                 run=r.run or (ref.run if ref else None),
@@ -217,13 +278,15 @@ def build_leaderboard(
                 source=r.source,
                 n_anchors=r.n_anchors,
                 result=r,
-                older=tuple(older.get(name, ())),
+                older=tuple(older.get((name, group), ())),
                 ref=ref,
+                attention=group,
             )
         )
+    measured = {name for name, _ in latest}
     if include_pending:
         for name, ref in refs.items():
-            if name not in latest:
+            if name not in measured:
                 rows.append(
                     Row(
                         name, {}, {}, baseline=name == baseline, step=ref.step, run=ref.run, ref=ref
@@ -240,13 +303,13 @@ def build_leaderboard(
         note = (
             "no baseline: mark one with `baseline = true` in [[checkpoints]] or `b` in the console"
         )
+    groups_note = _groups_note(rows, groups, baseline)
+    if groups_note:
+        note = f"{note}; {groups_note}" if note else groups_note
     task_rows: dict[str, tuple[Row, ...]] = {}
     if tasks:
         names = sorted({t for r in rows if r.result for t in r.result.tasks})
         for task in names:
-            base_task = (
-                _scalars(base_result.tasks.get(task, {})) if base_result is not None else None
-            )
             per = []
             for row in rows:
                 if row.result is None or task not in row.result.tasks:
@@ -254,6 +317,8 @@ def build_leaderboard(
                 table = row.result.tasks[task]
                 metrics = {k: v for k, v in _scalars(table).items() if k != "n_anchors"}
                 n = table.get("n_anchors")
+                base_run = latest.get((baseline or "", row.attention or ""))
+                base_task = _scalars(base_run.tasks.get(task, {})) if base_run else None
                 per.append(
                     Row(
                         row.checkpoint,
@@ -267,18 +332,20 @@ def build_leaderboard(
                         source=row.source,
                         n_anchors=n if isinstance(n, int) else None,
                         result=row.result,
+                        attention=row.attention,
                     )
                 )
-            task_rows[task] = _sorted(per, sort)
+            task_rows[task] = _sorted(per, sort, groups)
     return Leaderboard(
         suite=suite,
         baseline=baseline,
         baseline_source=source,
         sort=sort,
         columns=tuple(columns),
-        rows=_sorted(rows, sort),
+        rows=_sorted(rows, sort, groups),
         tasks=task_rows,
         note=note,
+        groups=tuple(groups),
     )
 
 

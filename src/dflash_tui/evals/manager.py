@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.config import Config, SuiteConfig
+from dflash_tui.config import SLIDING_MODES, Config, SuiteConfig
 from dflash_tui.evals import jobs as J
 from dflash_tui.evals.backends import (
     HARNESS_MISSING,
@@ -275,12 +275,14 @@ class JobManager:
         suite: str,
         host: str | None = None,
         gpu: int | str | None = None,
+        sliding: str | None = None,
     ) -> Job:
         """Queue an eval and prepare it in the background; returns the queued job at once.
 
+        `sliding` is the harness's `--sliding` for this job (else the suite's `sliding`).
         Raises JobError (exit code 2) for an unknown checkpoint, suite or host.
         """
-        job, ref = await self._queue(checkpoint, suite, host, gpu)
+        job, ref = await self._queue(checkpoint, suite, host, gpu, sliding)
         self._spawn(job, ref)
         return job
 
@@ -295,17 +297,27 @@ class JobManager:
         suite: str,
         host: str | None = None,
         gpu: int | str | None = None,
+        sliding: str | None = None,
     ) -> Job:
         """Like start_eval, but returns once the job runs on its host (or failed to start)."""
-        job = await self.start_eval(checkpoint, suite, host, gpu)
+        job = await self.start_eval(checkpoint, suite, host, gpu, sliding)
         task = self._tasks.get(job.id)
         if task is not None:
             await asyncio.shield(task)
         return self.store.get(job.id)
 
     async def _queue(
-        self, checkpoint: str | CheckpointRef, suite_name: str, host: str | None, gpu: Any
+        self,
+        checkpoint: str | CheckpointRef,
+        suite_name: str,
+        host: str | None,
+        gpu: Any,
+        sliding: str | None = None,
     ) -> tuple[Job, CheckpointRef]:
+        if sliding is not None and sliding not in SLIDING_MODES:
+            raise JobError(
+                f"--sliding expects one of {', '.join(SLIDING_MODES)}; got {sliding!r}", 2
+            )
         try:
             suite = suite_config(self.config, suite_name)
             ref = (
@@ -349,6 +361,7 @@ class JobManager:
             gpu=gpu_text,
             owner_pid=self._pid,
             owner_start=self._pid_start,
+            sliding=sliding,
         )
         self.store.insert(job)
         for listener in list(self._listeners):
@@ -405,6 +418,9 @@ class JobManager:
                 args += ["--target", suite.target]
             if suite.cache_layer_ids:
                 args += ["--cache-layer-ids", ",".join(map(str, suite.cache_layer_ids))]
+            sliding = job.sliding or suite.sliding  # else the harness's default (DESIGN §4.4)
+            if sliding:
+                args += ["--sliding", sliding]
             spec = LaunchSpec(
                 job_id=job.id,
                 host=job.host,

@@ -5,7 +5,11 @@ the run and step it came from; the run's training log knows the acc at that
 step. `tau_points` reads the first, `calibration_pairs` joins it with any
 `acc_at(run, step)` lookup: the console passes its live histories
 (`History.value_at`), the CLI loads the runs' logs once with
-`load_acc_lookup`. The estimate itself is `dflash_tui.evals.estimate`.
+`load_acc_lookup`. The estimate itself is `dflash_tui.tau`.
+
+The pairs of one calibration share one attention semantics
+(`evals/semantics.py`): by default the one with the most points on the
+suite (the default semantics on a tie), and each point says which.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dflash_tui.config import Config
+from dflash_tui.evals import semantics as S
 from dflash_tui.evals.store import ResultsStore
 from dflash_tui.monitor.backlog import load_backlog
 from dflash_tui.monitor.history import History
@@ -34,23 +39,32 @@ class TauPoint:
     run: str
     step: int
     tau_top1: float
+    attention: str = S.DEFAULT  # the semantics it was measured under (evals/semantics.py)
 
 
-def tau_points(store: ResultsStore, suite: str, run: str | None = None) -> list[TauPoint]:
-    """Latest tau_top1 per checkpoint of `suite` whose run and step are known (optionally one run)."""
-    seen: set[str] = set()
+def tau_points(
+    store: ResultsStore, suite: str, run: str | None = None, attention: str | None = None
+) -> list[TauPoint]:
+    """Latest tau_top1 per checkpoint of `suite` whose run and step are known (optionally one
+    run), all under one attention semantics: `attention`, else the best-covered one."""
+    seen: set[tuple[str, str]] = set()
     points: list[TauPoint] = []
     for r in store.results(suite):  # newest first: the first per checkpoint is its latest
-        if r.checkpoint in seen:
+        if (r.checkpoint, r.semantics) in seen:
             continue
-        seen.add(r.checkpoint)
+        seen.add((r.checkpoint, r.semantics))
         tau = r.metric("tau_top1")
         if r.run is None or r.step is None or tau is None:
             continue
         if run is not None and r.run != run:
             continue
-        points.append(TauPoint(suite, r.checkpoint, r.run, r.step, tau))
-    return sorted(points, key=lambda p: (p.run, p.step))
+        points.append(TauPoint(suite, r.checkpoint, r.run, r.step, tau, r.semantics))
+    if attention is None:
+        counts = {
+            g: sum(p.attention == g for p in points) for g in S.ordered(p.attention for p in points)
+        }
+        attention = max(counts, key=lambda g: counts[g], default=S.DEFAULT)  # first on a tie
+    return sorted((p for p in points if p.attention == attention), key=lambda p: (p.run, p.step))
 
 
 def calibration_pairs(points: Iterable[TauPoint], acc_at: AccLookup) -> list[tuple[float, float]]:

@@ -90,6 +90,11 @@ def check_drafter(summary: CheckpointSummary) -> None:
             f"{summary.location} is not a DFlash drafter (looks like a {summary.kind} model: "
             "no dflash block_size/target_layer_ids or fc/hidden_norm weights)"
         )
+    if summary.unscorable:  # the harness would refuse it: say so before relaying gigabytes
+        raise PlacementError(
+            f"{summary.location}: the eval harness cannot score this drafter: "
+            + "; ".join(summary.unscorable)
+        )
 
 
 async def _tree(pool: HostPool, host: str, path: str, stamp: str = "") -> tuple[str | None, str]:

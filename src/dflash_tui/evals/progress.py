@@ -6,6 +6,11 @@ name), sorted by step, and the baseline's value of that metric as a level to
 draw across ("are we catching up with z-lab?"). This is what `dflash-tui
 leaderboard --run RUN --json` prints and what the console's progress plot
 draws; it reads the local results store only.
+
+A series holds results of one attention semantics (`evals/semantics.py`):
+by default that of the run's newest result on the suite; the baseline level
+is the baseline's result under the same semantics; results under another
+semantics are left out and the note says how many.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_tui.config import Config
+from dflash_tui.evals import semantics as S
 from dflash_tui.evals.leaderboard import choose_baseline, leaderboard_suites, metric_order
 from dflash_tui.evals.store import ResultsStore, StoredResult
 from dflash_tui.evals.targets import step_from_name
@@ -75,6 +81,7 @@ class RunProgress:
     baseline: str | None
     series: Mapping[str, MetricSeries] = field(default_factory=dict)
     note: str | None = None
+    attention: str | None = None  # the one semantics its series hold (evals/semantics.py)
 
     @property
     def metrics(self) -> list[str]:
@@ -84,6 +91,7 @@ class RunProgress:
         out: dict[str, Any] = {
             "run": self.run,
             "suite": self.suite,
+            "attention": self.attention,
             "baseline": self.baseline,
             "metrics": {name: s.as_dict() for name, s in self.series.items()},
         }
@@ -108,16 +116,28 @@ def _scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def build_progress(config: Config, store: ResultsStore, run: str, suite: str) -> RunProgress:
-    """The run's progress on `suite` (every scalar metric, in the leaderboard's order)."""
+def build_progress(
+    config: Config, store: ResultsStore, run: str, suite: str, attention: str | None = None
+) -> RunProgress:
+    """The run's progress on `suite` (every scalar metric, in the leaderboard's order), under
+    one attention semantics: `attention`, else that of the run's newest result there."""
+    mine = [r for r in store.results(suite) if _belongs(r, run)]  # newest first
+    if attention is None:
+        attention = mine[0].semantics if mine else S.DEFAULT
     latest: dict[str, StoredResult] = {}
-    for result in store.results(suite):  # newest first
-        if _belongs(result, run) and result.checkpoint not in latest:
+    other: set[str] = set()
+    for result in mine:
+        if result.semantics != attention:
+            other.add(result.semantics)
+        elif result.checkpoint not in latest:
             latest[result.checkpoint] = result
+    left_out = {
+        r.checkpoint for r in mine if r.semantics != attention and r.checkpoint not in latest
+    }
     baseline, _ = choose_baseline(config, store, suite)
     base_metrics: dict[str, float] = {}
     if baseline:
-        base_results = store.results(suite, baseline)
+        base_results = [r for r in store.results(suite, baseline) if r.semantics == attention]
         if base_results:
             base_metrics = _scalars(base_results[0].metrics)
     points: dict[str, list[Point]] = {}
@@ -141,9 +161,21 @@ def build_progress(config: Config, store: ResultsStore, run: str, suite: str) ->
     elif unstepped:
         note = f"{unstepped} checkpoint(s) without a training step left out"
     if baseline and not base_metrics:
-        extra = f"baseline {baseline} has no result on {suite} yet"
+        extra = f"baseline {baseline} has no result on {suite} under {S.describe(attention)} yet"
         note = f"{note}; {extra}" if note else extra
-    return RunProgress(run, suite, baseline, series, note)
+    if other:
+        extra = (
+            f"{S.describe(attention)} only; results under {', '.join(S.ordered(other))} left out"
+            + (f" ({len(left_out)} checkpoint(s) measured only that way)" if left_out else "")
+        )
+        note = f"{note}; {extra}" if note else extra
+    if any(
+        p.checkpoint in latest and latest[p.checkpoint].attention is None
+        for pts in points.values()
+        for p in pts
+    ):
+        note = f"{note}; {S.ASSUMED_NOTE}" if note else S.ASSUMED_NOTE
+    return RunProgress(run, suite, baseline, series, note, attention)
 
 
 def run_progress(
@@ -169,6 +201,8 @@ def format_progress(progress: RunProgress, metrics: tuple[str, ...] = DEFAULT_ME
 
     shown = [m for m in metrics if m in progress.series] or list(progress.series)[:3]
     title = f"== {progress.run} on {progress.suite}: baseline {progress.baseline or '-'}"
+    if progress.attention:
+        title += f"; {S.describe(progress.attention)}"
     lines = [title]
     if not shown:
         lines.append(f"note: {progress.note or 'no results yet'}")

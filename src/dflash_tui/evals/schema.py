@@ -47,6 +47,9 @@ class EvalResults:
     metrics: Mapping[str, Any]
     tasks: Mapping[str, Mapping[str, Any]]
     raw: Mapping[str, Any] = field(repr=False)
+    attention: Mapping[str, Any] | None = (
+        None  # None: written before the field (evals/semantics.py)
+    )
 
 
 def _is_number(value: Any) -> bool:
@@ -111,6 +114,24 @@ def _check_metrics(
         reasons.append(f"{where}.tau_top1: {tau} is not streak_top1 + 1 ({streak} + 1)")
 
 
+ATTENTION_MODES = ("bidirectional", "causal")
+
+
+def _check_attention(value: Any, reasons: list[str]) -> None:
+    """`attention`: an object with `sliding` (and optionally `full`) naming a semantics."""
+    if not isinstance(value, dict):
+        reasons.append(f"attention: expected an object, got {_describe(value)}")
+        return
+    for key in ("sliding", "full"):
+        mode = value.get(key)
+        if key == "full" and mode is None:
+            continue
+        if mode not in ATTENTION_MODES:
+            reasons.append(
+                f"attention.{key}: expected one of {', '.join(ATTENTION_MODES)}, got {_describe(mode)}"
+            )
+
+
 def validate_results(doc: Any, where: str = "eval_results.json") -> EvalResults:
     """Check a parsed document against `dflash-eval/1`; raises SchemaError listing every problem."""
     if not isinstance(doc, dict):
@@ -152,6 +173,9 @@ def validate_results(doc: Any, where: str = "eval_results.json") -> EvalResults:
     elapsed = doc.get("elapsed_s")
     if elapsed is not None and not (_is_number(elapsed) and elapsed >= 0):
         reasons.append(f"elapsed_s: expected a number >= 0, got {_describe(elapsed)}")
+    attention = doc.get("attention")
+    if attention is not None:
+        _check_attention(attention, reasons)
     metrics = doc.get("metrics")
     if not isinstance(metrics, dict):
         reasons.append(f"metrics: expected an object, got {_describe(metrics)}")
@@ -183,6 +207,7 @@ def validate_results(doc: Any, where: str = "eval_results.json") -> EvalResults:
         metrics=metrics,
         tasks=tasks,
         raw=doc,
+        attention=attention,
     )
 
 

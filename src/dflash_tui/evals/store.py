@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tui.evals.schema import EvalResults
+from dflash_tui.evals.semantics import attention_key, attention_label
 from dflash_tui.evals.targets import safe_name
 from dflash_tui.state import Schema
 
@@ -58,6 +59,8 @@ SCHEMA = Schema(
             set_at REAL NOT NULL
         )
         """,
+        # the results file's `attention` object (JSON); NULL: written before it existed
+        "ALTER TABLE results ADD COLUMN attention TEXT",
     ],
 )
 
@@ -87,6 +90,12 @@ class StoredResult:
     dir: str  # relative to the results directory
     created_at: float
     collected_at: float
+    attention: Mapping[str, Any] | None = None  # None: before the field (evals/semantics.py)
+
+    @property
+    def semantics(self) -> str:
+        """The attention semantics it was scored under (`evals.semantics.attention_key`)."""
+        return attention_key(self.attention)
 
     def metric(self, name: str) -> float | None:
         value = self.metrics.get(name)
@@ -107,6 +116,7 @@ class StoredResult:
             "device": self.device,
             "dir": self.dir,
             "created_at": self.created_at,
+            "attention": attention_label(self.attention),
         }
 
 
@@ -114,6 +124,7 @@ def _row(row: sqlite3.Row) -> StoredResult:
     values = dict(zip(row.keys(), tuple(row), strict=True))
     values["metrics"] = json.loads(values["metrics"])
     values["tasks"] = json.loads(values["tasks"])
+    values["attention"] = json.loads(values["attention"]) if values.get("attention") else None
     return StoredResult(**values)
 
 
@@ -171,8 +182,9 @@ class ResultsStore:
         try:
             cur = self.conn.execute(
                 """INSERT INTO results (suite, checkpoint, job_id, source, origin, sha256, step, run,
-                   metrics, tasks, n_anchors, block_size, device, dir, created_at, collected_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   metrics, tasks, n_anchors, block_size, device, dir, created_at, collected_at,
+                   attention)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     suite,
                     checkpoint,
@@ -190,6 +202,7 @@ class ResultsStore:
                     rel.as_posix(),
                     created_at,
                     collected_at,
+                    json.dumps(dict(results.attention)) if results.attention else None,
                 ),
             )
         except sqlite3.IntegrityError:  # another process stored it meanwhile

@@ -66,7 +66,6 @@ loads histories and probes every host once, concurrently, and returns a
 `MonitorSnapshot`; no tasks are left behind.
 """
 
-from dflash_tui.evals.estimate import TauEstimate
 from dflash_tui.monitor.gpu import GpuInfo
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState, format_duration
@@ -84,6 +83,7 @@ from dflash_tui.monitor.views import (
     RunUpdated,
     RunView,
 )
+from dflash_tui.tau import TauEstimate
 
 __all__ = [
     "Calibration",

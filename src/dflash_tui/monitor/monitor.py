@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dflash_tui.config import Config, RunConfig
-from dflash_tui.evals.estimate import TauEstimate, estimate_tau
 from dflash_tui.monitor.backlog import load_backlog
 from dflash_tui.monitor.history import History, HistorySeries, LazySeries
 from dflash_tui.monitor.liveness import (
@@ -46,6 +45,7 @@ from dflash_tui.monitor.views import (
 )
 from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
+from dflash_tui.tau import TauEstimate, estimate_tau
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tui.evals.estimate import TauEstimate
 from dflash_tui.monitor.gpu import GpuInfo, summarize
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
 from dflash_tui.monitor.tail import TailNotice
+from dflash_tui.tau import TauEstimate
 
 
 @dataclass(frozen=True)

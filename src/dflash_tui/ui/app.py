@@ -647,7 +647,7 @@ class DflashApp(App[int]):
             return
         detailed = self.session.leaderboard(board.suite, tasks=True)
         if detailed is not None:
-            self.push_screen(TasksScreen(detailed, row.checkpoint))
+            self.push_screen(TasksScreen(detailed, row.checkpoint, row.attention))
 
     def _progress_target(self) -> tuple[str | None, str | None]:
         """(run, suite) for the progress screen: the leaderboard row's run when the

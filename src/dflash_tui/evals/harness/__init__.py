@@ -24,7 +24,10 @@ a python with torch. Two ways to start it:
 Options: ``--device cuda:0|cpu`` (default: cuda:0 when available),
 ``--dtype auto|float32|bfloat16|float16`` (auto: bf16 on GPU, fp32 on CPU),
 ``--topk 1,4,8``, ``--budgets 4,8,16,32``, ``--batch-anchors N``,
-``--max-anchors N``, ``--suite NAME``, ``--name NAME``.
+``--max-anchors N``, ``--suite NAME``, ``--name NAME``,
+``--sliding bidirectional|causal`` (what ``sliding_attention`` layers see
+inside the block; default bidirectional; a drafter config's own ``is_causal``
+/ ``dflash_config.causal`` decides when present, see ``attention.py``).
 
 ``--cache`` may also be a SpecForge offline cache or a speculators data
 directory, read as they are (``foreign.py``); they carry no target head
@@ -33,7 +36,7 @@ and ``lm_head`` are read) and record no layer ids (``--cache-layer-ids``, in
 the writing tool's own convention).
 
 Stdout carries one JSON object per line (``start``, ``progress``, ``retry``,
-``error``, ``done`` events); human messages go to stderr. Exit codes: 0 ok,
+``note``, ``error``, ``done`` events); human messages go to stderr. Exit codes: 0 ok,
 1 runtime failure (CUDA out of memory at batch 1, non-finite logits), 2 bad
 input or a drafter that does not fit the cache.
 

@@ -1,7 +1,7 @@
 """Command line: parse arguments, run, report events on stdout and errors on stderr.
 
 Stdout is a stream of JSON lines for the console (``start``, ``progress``,
-``retry``, ``error``, ``done``), flushed one by one; stderr carries the same
+``retry``, ``note``, ``error``, ``done``), flushed one by one; stderr carries the same
 failures in words. Exit codes: 0 ok, 1 runtime failure, 2 bad input.
 """
 
@@ -122,12 +122,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="checkpoint name in the results (default: the drafter directory name)",
     )
+    p.add_argument(
+        "--sliding",
+        default=None,
+        choices=["bidirectional", "causal"],
+        help="what sliding_attention layers see inside the block (default bidirectional, as "
+        "z-lab's reference model; causal as vLLM's DFlash resolver). A drafter config's own "
+        "is_causal / dflash_config.causal decides when present.",
+    )
     return p
 
 
 def _emit(event: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
+    if event.get("event") == "note":  # also in words, for whoever reads the log
+        sys.stderr.write(f"note: {event['message']}\n")
+        sys.stderr.flush()
 
 
 def _pick_device(requested: str | None) -> str:
@@ -167,9 +178,29 @@ def _deterministic(device: str) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
+def _import_torch_quietly() -> None:
+    """Import torch once with its "Failed to initialize NumPy" warning silenced.
+
+    torch warns at import when numpy is missing; the harness never uses numpy
+    (safetensors and torch only), so the warning would only be noise on every
+    run. Only that message is silenced, and only while torch is imported.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Failed to initialize NumPy", category=UserWarning
+        )
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            pass  # reported by main with the hint to install torch
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the harness; returns the exit code (the caller exits with it)."""
     args = build_parser().parse_args(argv)
+    _import_torch_quietly()
     try:
         from . import run as run_mod
         from .results import write_json_atomic
@@ -196,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name=args.name,
             target=args.target,
             cache_layer_ids=args.cache_layer_ids,
+            sliding=args.sliding,
         )
         results = run_mod.evaluate(opts, _emit)
         try:

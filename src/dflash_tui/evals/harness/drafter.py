@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
+from .attention import config_causality
 from .errors import InputError, Problems
+from .refusals import unsupported_fields
 from .tensors import FLOAT_WEIGHTS, ModelFiles
 
 FULL = "full_attention"
@@ -46,6 +48,8 @@ class DrafterConfig:
     input_embedding_scale: float | None = None
     output_multiplier: float | None = None
     final_logit_softcapping: float | None = None
+    causal: bool | None = None  # the config's own causality (is_causal / dflash_config.causal)
+    causal_key: str | None = None  # the key it came from
 
     @property
     def n_feature_layers(self) -> int:
@@ -88,11 +92,7 @@ def _float(
 
 def _rope_theta(raw: dict[str, Any], problems: Problems) -> float:
     """rope_theta at the top level, under dflash_config, or in rope_parameters (newer configs)."""
-    params = raw.get("rope_parameters") or raw.get("rope_scaling")
-    if isinstance(params, dict):
-        kind = params.get("rope_type", params.get("type", "default"))
-        if kind not in (None, "default"):
-            problems.add(f"rope type {kind!r}: only plain RoPE (rope_type 'default') is supported")
+    params = raw.get("rope_parameters") or raw.get("rope_scaling")  # types: refusals.py
     theta = _float(raw, "rope_theta", problems, None)
     if theta is None and isinstance(params, dict) and params.get("rope_theta") is not None:
         theta = float(params["rope_theta"])
@@ -105,6 +105,14 @@ def _rope_theta(raw: dict[str, Any], problems: Problems) -> float:
 def parse_config(raw: dict[str, Any], source: str) -> DrafterConfig:
     """Validate a parsed config.json; InputError lists every missing or malformed field."""
     p = Problems()
+    refused = unsupported_fields(raw)
+    for line in refused:
+        p.add(
+            line, "this harness scores DFlash 1 Qwen3-style drafters with plain RoPE (DESIGN §4.4)"
+        )
+    causal, causal_key, causal_problems = config_causality(raw)
+    for line in causal_problems:
+        p.add(line)
     hidden = _int(raw, "hidden_size", p)
     heads = _int(raw, "num_attention_heads", p)
     kv_heads = _int(raw, "num_key_value_heads", p, default=heads or None)
@@ -175,6 +183,8 @@ def parse_config(raw: dict[str, Any], source: str) -> DrafterConfig:
         input_embedding_scale=_float(raw, "input_embedding_scale", p, None),
         output_multiplier=_float(raw, "output_multiplier", p, None),
         final_logit_softcapping=_float(raw, "final_logit_softcapping", p, None),
+        causal=causal,
+        causal_key=causal_key,
     )
     p.raise_if_any(
         f"drafter config {source} is not a usable DFlash drafter config:",

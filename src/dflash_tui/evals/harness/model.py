@@ -13,7 +13,9 @@ Two facts make the batched form cheap:
   and SDPA runs on the unexpanded keys.
 
 Anchors are padded to the batch's longest context; the explicit boolean mask
-hides padding, keys at or after the anchor, and keys outside a sliding window.
+hides padding, context keys at or after the anchor, keys outside a sliding
+window, and, in layers the run's semantics makes causal, block keys after the
+query (:mod:`.attention`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .attention import Attention, resolve_attention
 from .drafter import SLIDING, DrafterConfig
 
 
@@ -64,8 +67,14 @@ class ContextKV:
 class DrafterModel:
     """Drafter weights on one device, with the batched block forward."""
 
-    def __init__(self, cfg: DrafterConfig, weights: dict[str, torch.Tensor]):
+    def __init__(
+        self,
+        cfg: DrafterConfig,
+        weights: dict[str, torch.Tensor],
+        attention: Attention | None = None,
+    ):
         self.cfg = cfg
+        self.attention = attention or resolve_attention(cfg.causal, cfg.causal_key, None)
         self.w = weights
         first = weights["norm.weight"]
         self.device, self.dtype = first.device, first.dtype
@@ -116,25 +125,31 @@ class DrafterModel:
         return x
 
     def _masks(self, anchors: torch.Tensor, ctx_len: int) -> dict[str, torch.Tensor]:
-        """Boolean masks ``[N, 1, g*B, ctx_len+B]`` per layer type (True = may attend)."""
-        cfg = self.cfg
+        """Boolean masks ``[N, 1, g*B, ctx_len+B]`` per layer type (True = may attend).
+
+        Context keys: strictly before the anchor. Block keys: all of them, or those
+        at or before the query when the layer type is causal (:mod:`.attention`).
+        ``sliding_attention`` layers also keep only keys with
+        ``|query_position - key_position| < sliding_window``.
+        """
+        cfg, att = self.cfg, self.attention
         b, dev = cfg.block_size, self.device
         n = anchors.shape[0]
         q_off = torch.arange(b, device=dev)
         q_pos = anchors[:, None, None] + q_off[None, :, None]  # [N, B, 1]
         ctx_pos = torch.arange(ctx_len, device=dev)[None, None, :]  # [1, 1, L]
         ctx_vis = (ctx_pos < anchors[:, None, None]).expand(n, b, ctx_len)  # strictly before anchor
-        masks = {
-            "full_attention": torch.cat(
-                [ctx_vis, torch.ones(n, b, b, dtype=torch.bool, device=dev)], -1
-            )
-        }
-        if SLIDING in cfg.layer_types:
-            w = cfg.sliding_window
-            assert w is not None
-            rel = q_off[:, None] - q_off[None, :]  # query minus key, inside the block
-            block_vis = ((rel >= 0) & (rel < w)).expand(n, b, b)
-            masks[SLIDING] = torch.cat([ctx_vis & (ctx_pos > q_pos - w), block_vis], -1)
+        rel = q_off[:, None] - q_off[None, :]  # query minus key, inside the block
+        masks = {}
+        for kind in dict.fromkeys(cfg.layer_types):
+            block_vis = rel >= 0 if att.causal(kind) else torch.ones_like(rel, dtype=torch.bool)
+            ctx = ctx_vis
+            if kind == SLIDING:
+                w = cfg.sliding_window
+                assert w is not None
+                block_vis = block_vis & (rel.abs() < w)
+                ctx = ctx_vis & (ctx_pos > q_pos - w)
+            masks[kind] = torch.cat([ctx, block_vis.expand(n, b, b)], -1)
         return {k: m[:, None].repeat(1, 1, self.groups, 1) for k, m in masks.items()}
 
     @torch.inference_mode()

@@ -17,9 +17,10 @@ from typing import Any
 import torch
 
 from . import SCHEMA
+from .attention import Attention, resolve_attention
 from .cache import Manifest, SampleSpec, TargetHead, check_sample, load_features, read_manifest
 from .compat import check_compatibility
-from .drafter import DrafterConfig, DrafterFiles
+from .drafter import SLIDING, DrafterConfig, DrafterFiles
 from .errors import InputError, Problems, RunFailure
 from .foreign import ForeignCache, detect_layout
 from .metrics import Totals, ddtree_matches, label_ranks, top_log_probs
@@ -44,6 +45,7 @@ class Options:
     name: str | None = None
     target: Path | None = None  # target model directory: the head of a foreign cache
     cache_layer_ids: tuple[int, ...] | None = None  # the cache's layers, in its own convention
+    sliding: str | None = None  # "bidirectional" | "causal"; None: the default (attention.py)
 
 
 @dataclass
@@ -186,11 +188,16 @@ class Runner:
 
     @classmethod
     def from_inputs(
-        cls, inputs: Inputs, device: torch.device, dtype: torch.dtype, topk_max: int
+        cls,
+        inputs: Inputs,
+        device: torch.device,
+        dtype: torch.dtype,
+        topk_max: int,
+        attention: Attention | None = None,
     ) -> Runner:
         """Load checked inputs: drafter weights and lm_head onto ``device``, embed on the CPU."""
         cfg = inputs.drafter.config
-        model = DrafterModel(cfg, inputs.drafter.load(device, dtype))
+        model = DrafterModel(cfg, inputs.drafter.load(device, dtype), attention)
         embed, lm_head = inputs.head.load()
         lm_head = lm_head.to(device=device, dtype=dtype)
         return cls(cfg, model, embed, lm_head, inputs.samples, topk_max)
@@ -317,6 +324,12 @@ def score_anchors(
     return suite, tasks
 
 
+def attention_of(cfg: DrafterConfig, sliding: str | None) -> Attention:
+    """The run's attention semantics: the drafter config's own, else ``sliding``, else the default."""
+    layers = sum(t == SLIDING for t in cfg.layer_types)
+    return resolve_attention(cfg.causal, cfg.causal_key, sliding, layers)
+
+
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     if name == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -342,7 +355,11 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
     topk = tuple(sorted(set(opts.topk) | {1}))
     budgets = tuple(sorted(set(opts.budgets)))
     width = max(budgets) if budgets else 1
-    runner = Runner.from_inputs(inputs, device, dtype, width)
+    attention = attention_of(cfg, opts.sliding)
+    note = attention.note()
+    if note:
+        emit({"event": "note", "message": note})
+    runner = Runner.from_inputs(inputs, device, dtype, width, attention)
     suite, tasks = score_anchors(runner, anchors, topk, budgets, opts.batch_anchors, emit)
 
     metrics = suite.summary()
@@ -358,6 +375,7 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
             "config_sha256": inputs.drafter.config_sha256,
         },
         "block_size": cfg.block_size,
+        "attention": attention.record(),
         "n_anchors": len(anchors),
         "device": str(device),
         "elapsed_s": round(time.perf_counter() - started, 3),

@@ -1,7 +1,8 @@
 """The eval leaderboard pane: per suite, checkpoints ranked against the baseline drafter.
 
 One suite at a time (`s` cycles); rows are the core's `Leaderboard` rows in
-its order: the metrics it lists, the sort metric's ratio to the baseline,
+its order (one ranking per attention semantics, the default's first; a row of
+another names it, as `step4000 [causal]`): the metrics it lists, the sort metric's ratio to the baseline,
 the training step, and when it was measured (or the state of the job that
 is measuring it, or "waiting (auto-eval)" for a complete checkpoint the
 auto-eval queues when a slot frees). `e` evaluates the selected checkpoint
@@ -121,7 +122,7 @@ class LeaderboardPane(PaneMixin, Vertical):
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         except Exception:  # the cursor is off the table
             return None
-        return next((r for r in board.rows if r.checkpoint == key), None)
+        return next((r for r in board.rows if r.key == key), None)
 
     def draw(self) -> None:
         caption = self.query_one("#board-caption", Static)
@@ -152,11 +153,11 @@ class LeaderboardPane(PaneMixin, Vertical):
         selected = self.selected_row
         table.clear()
         for i, row in enumerate(board.rows, start=1):
-            table.add_row(*self._cells(board, row, i, metrics), key=row.checkpoint)
+            table.add_row(*self._cells(board, row, row.rank or i, metrics), key=row.key)
         if selected is not None:
-            names = [r.checkpoint for r in board.rows]
-            if selected.checkpoint in names:
-                table.move_cursor(row=names.index(selected.checkpoint), animate=False)
+            keys = [r.key for r in board.rows]
+            if selected.key in keys:
+                table.move_cursor(row=keys.index(selected.key), animate=False)
         self._draw_served(self._served.get(board.suite))
 
     def _draw_served(self, section: Any | None) -> None:
@@ -218,8 +219,11 @@ class LeaderboardPane(PaneMixin, Vertical):
         return None
 
     def _cells(self, board: Any, row: Any, rank: int, metrics: list[str]) -> list[Text]:
+        """One row; a row outside the default semantics' ranking names its own (`Row.key`)
+        and is ranked within it; `*` marks a result read as causal for want of the field."""
         base_style = self._style("baseline") if row.baseline else ""
-        name = row.checkpoint + (" (baseline)" if row.baseline else "")
+        name = row.key + (" (baseline)" if row.baseline else "")
+        name += "*" if row.attention_assumed else ""
         cells = [
             Text(str(rank) if row.metrics else "-", style=base_style),
             Text(name, style=base_style),

@@ -149,6 +149,8 @@ class ProgressPane(PaneMixin, Vertical):
             out.append("  no eval results (eval support is unavailable or no suite is configured)")
             return out
         out.append(f" on {progress.suite}")
+        if progress.attention:  # one semantics per series (evals/progress.py)
+            out.append(f" [{progress.attention}]")
         out.append(f"  baseline {progress.baseline or 'none'} (the horizontal line)")
         return out
 

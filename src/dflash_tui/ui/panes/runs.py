@@ -100,7 +100,7 @@ TAU_LEGEND = (
 
 
 def tau_marker(method: str) -> str:
-    """The one-character basis of a tau estimate (`evals.estimate.TauEstimate.method`)."""
+    """The one-character basis of a tau estimate (`dflash_tui.tau.TauEstimate.method`)."""
     return TAU_MARKERS.get(method, "")
 
 

@@ -22,10 +22,11 @@ class TasksScreen(Screen[None]):
     TasksScreen DataTable { height: 1fr; }
     """
 
-    def __init__(self, board: Any, checkpoint: str) -> None:
+    def __init__(self, board: Any, checkpoint: str, attention: str | None = None) -> None:
         super().__init__()
         self.board = board
         self.checkpoint = checkpoint
+        self.attention = attention  # the row's semantics: a checkpoint may be ranked under two
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -45,7 +46,9 @@ class TasksScreen(Screen[None]):
         found = []
         for task, rows in self.board.tasks.items():
             for row in rows:
-                if row.checkpoint == self.checkpoint:
+                if row.checkpoint == self.checkpoint and (
+                    self.attention is None or row.attention == self.attention
+                ):
                     found.append((task, row))
         return found
 
