@@ -24,7 +24,8 @@ a python with torch. Two ways to start it:
 Options: ``--device cuda:0|cpu`` (default: cuda:0 when available),
 ``--dtype auto|float32|bfloat16|float16`` (auto: bf16 on GPU, fp32 on CPU),
 ``--topk 1,4,8``, ``--budgets 4,8,16,32``, ``--batch-anchors N``,
-``--max-anchors N``, ``--suite NAME``, ``--name NAME``.
+``--max-anchors N``, ``--suite NAME``, ``--name NAME``, ``--per-anchor FILE``
+(one JSON line per scored anchor: sample, position, label ranks, streaks).
 
 Stdout carries one JSON object per line (``start``, ``progress``, ``retry``,
 ``error``, ``done`` events); human messages go to stderr. Exit codes: 0 ok,

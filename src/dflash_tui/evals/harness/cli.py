@@ -89,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="checkpoint name in the results (default: the drafter directory name)",
     )
+    p.add_argument(
+        "--per-anchor",
+        type=Path,
+        default=None,
+        help="also write one JSON line per scored anchor (sample, anchor, ranks, streaks) here",
+    )
     return p
 
 
@@ -161,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_anchors=args.max_anchors,
             suite=args.suite,
             name=args.name,
+            per_anchor=args.per_anchor,
         )
         results = run_mod.evaluate(opts, _emit)
         try:
