@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "leaderboard",
     "estimate",
     "sweep",
+    "cache",
 ]
 
 

@@ -36,6 +36,9 @@ FAILED = "failed"
 CANCELLED = "cancelled"
 LOST = "lost"
 
+EVAL = "eval"
+CACHE_BUILD = "cache"
+
 STATES = (QUEUED, RELAYING, UPLOADING, STARTING, RUNNING, DONE, FAILED, CANCELLED, LOST)
 PREPARING = frozenset({QUEUED, RELAYING, UPLOADING, STARTING})
 TERMINAL = frozenset({DONE, FAILED, CANCELLED, LOST})
@@ -81,6 +84,8 @@ SCHEMA = Schema(
         );
         CREATE INDEX jobs_by_state ON jobs (state, host)
         """,
+        # what the job does: "eval" (the harness) or "cache" (a cache build, DESIGN §4.10)
+        "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'eval'",
     ],
 )
 
@@ -126,6 +131,7 @@ class Job:
     collected_at: float | None = None
     result_dir: str | None = None
     collect_error: str | None = None
+    kind: str = EVAL  # EVAL, or CACHE_BUILD: `checkpoint` is then the target, `suite` the cache
 
     @property
     def terminal(self) -> bool:
