@@ -18,6 +18,10 @@ transformers on the GPU machine (the ``cache`` extra).
 
     .venv/bin/python bench/cachebuild.py
     .venv/bin/python bench/cachebuild.py --gpu
+    .venv/bin/python bench/cachebuild.py --gpu --tiny --device cpu   # path check only
+
+``--tiny`` shrinks the GPU setup (hidden 128, vocab 1024, 64 + 32 tokens) so its
+code path (bf16, the GPU layer ids) can be checked without a GPU.
 """
 
 from __future__ import annotations
@@ -82,15 +86,21 @@ def main() -> int:
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--prompt-len", type=int, default=None)
     p.add_argument("--max-new-tokens", type=int, default=None)
-    p.add_argument("--rounds", type=int, default=3, help="alternated rounds; best of each")
+    p.add_argument("--rounds", type=int, default=5, help="alternated rounds; best of each")
+    p.add_argument("--device", default=None, help="default: cuda:0 with --gpu, else cpu")
+    p.add_argument("--tiny", action="store_true", help="with --gpu: a small model, same path")
     args = p.parse_args()
-    device = "cuda:0" if args.gpu else "cpu"
+    device = args.device or ("cuda:0" if args.gpu else "cpu")
     dtype = torch.bfloat16 if args.gpu else torch.float32
     shape = GPU_SHAPE if args.gpu else {"vocab_size": 64, "hidden_size": 64, "num_layers": 4}
+    if args.gpu and args.tiny:
+        shape = {**GPU_SHAPE, "vocab_size": 1024, "hidden_size": 128, "num_heads": 4}
+        shape.update(num_kv_heads=2, head_dim=32, intermediate_size=256)
     ids = (1, 2, 3) if args.gpu else (1, 3)
-    prompt_len = args.prompt_len or (512 if args.gpu else 16)
-    new = args.max_new_tokens or (512 if args.gpu else 128)
-    if not args.gpu:
+    big = args.gpu and not args.tiny
+    prompt_len = args.prompt_len or (512 if big else 64 if args.gpu else 16)
+    new = args.max_new_tokens or (512 if big else 32 if args.gpu else 128)
+    if not device.startswith("cuda"):
         torch.set_num_threads(1)  # a shared 2-core machine: one thread, steadier figures
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-cachebuild-"))
@@ -129,7 +139,7 @@ def main() -> int:
             best_wall = min(best_wall, time.perf_counter() - t0)
             samples = [e for e in events if e["event"] == "sample"]
             best_loop = min(best_loop, sum(e["elapsed_s"] for e in samples))
-            if args.gpu:
+            if device.startswith("cuda"):
                 torch.cuda.empty_cache()
         agree = sum(e["greedy_agree"] for e in samples)
         size = sum(f.stat().st_size for f in (tmp / "cache0").iterdir())
