@@ -197,3 +197,40 @@ def test_the_builder_loads_nothing_else_of_the_package() -> None:
         m in ("dflash_tui", "dflash_tui.evals") or m.startswith("dflash_tui.evals.cachebuild")
         for m in ours
     ), ours
+
+
+def test_a_build_stopped_by_sigterm_leaves_whole_files_and_resumes(
+    tiny_target: TinyTarget, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    prompts = write_prompts(
+        tmp_path / "p.jsonl", [{"name": f"s{i}", "input_ids": [3 + i, 4, 5]} for i in range(3)]
+    )
+    args = build_args(tiny_target, tmp_path / "cache", prompts, **{"--max-new-tokens": "100"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dflash_tui.evals.cachebuild", *args, "--device", "cpu"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # stop it once the first sample is written, as `cancel` does
+        if line.startswith('{"event": "sample"'):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=60) == 1
+    assert "interrupted" in rest
+    out = tmp_path / "cache"
+    assert not list(out.glob("*.part")) and not (out / "manifest.json").exists()
+    done = sorted(p.name for p in out.glob("0*.safetensors"))
+    assert done and len(done) < 3
+
+    code, events = run_build(capsys, *args)
+    assert code == 0
+    skipped = [e["name"] for e in events if e["event"] == "sample" and e.get("skipped")]
+    assert len(skipped) == len(done)
+    assert json.loads((out / "manifest.json").read_text())["samples"][2]["name"] == "s2"

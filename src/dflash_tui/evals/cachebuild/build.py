@@ -202,6 +202,9 @@ class Target:
         """The target's greedy continuation: prompt plus up to ``max_new_tokens`` tokens (int64)."""
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
         gen = self.model.generation_config
+        pad = gen.pad_token_id if gen.pad_token_id is not None else gen.eos_token_id
+        if isinstance(pad, (list, tuple)):  # several end tokens (Qwen3): any one pads
+            pad = pad[0] if pad else None
         with torch.inference_mode():
             out = self.model.generate(
                 ids,
@@ -212,7 +215,7 @@ class Target:
                 temperature=None,
                 top_p=None,
                 top_k=None,
-                pad_token_id=gen.pad_token_id if gen.pad_token_id is not None else gen.eos_token_id,
+                pad_token_id=pad,
             )
         return out[0].to("cpu", torch.long)
 
@@ -224,9 +227,12 @@ class Target:
         positions (to check the continuation is greedy under this forward)."""
         seq = sequence.to(self.device)[None]
         with torch.inference_mode():
-            out = self.model(seq, output_hidden_states=True, logits_to_keep=n_new + 1)
+            try:  # logits of the continuation only: [V] per position adds up on long samples
+                out = self.model(seq, output_hidden_states=True, logits_to_keep=n_new + 1)
+            except TypeError:  # a model class without logits_to_keep
+                out = self.model(seq, output_hidden_states=True)
             feats = torch.cat([out.hidden_states[i + 1][0] for i in ids], dim=-1)
-            greedy = out.logits[0].argmax(-1)
+            greedy = out.logits[0, -(n_new + 1) :].argmax(-1)
         return feats.to("cpu"), greedy.to("cpu")
 
     def head(self) -> dict[str, torch.Tensor]:

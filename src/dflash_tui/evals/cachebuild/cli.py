@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -139,9 +141,23 @@ def _is_oom(exc: BaseException) -> bool:
     return "out of memory" in str(exc) or type(exc).__name__ == "OutOfMemoryError"
 
 
+def _interrupt_on_term(*_: object) -> None:
+    raise KeyboardInterrupt  # `dflash-tui cancel` sends SIGTERM: leave no .part file behind
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the build; returns the exit code (the caller exits with it)."""
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is not threading.main_thread():
+        return _run(args)
+    previous = signal.signal(signal.SIGTERM, _interrupt_on_term)
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         from . import build as build_mod
     except ImportError as exc:
