@@ -1,5 +1,9 @@
 """Eval jobs: their states, their snapshots, and their rows in the state database.
 
+A job's `kind` is "eval" (the harness scores a checkpoint) or "cache" (the cache
+builder writes a suite's cache from a target model, DESIGN §4.10); both run,
+are followed and are cancelled the same way.
+
 A job moves through
 
     queued -> relaying -> uploading -> starting -> running -> done

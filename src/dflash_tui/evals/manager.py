@@ -319,20 +319,7 @@ class JobManager:
         target = host or suite.host
         if target not in self.config.hosts:
             raise JobError(f"no host {target!r} in {self.config.path}", 2)
-        gpu_text = str(gpu) if gpu is not None else None
-        if gpu_text is not None and not gpu_text.replace(",", "").isdigit():
-            raise JobError(f"--gpu expects GPU indices such as 0 or 0,1; got {gpu_text!r}", 2)
-        if self._device(target, suite) == "cpu":
-            if gpu_text is not None:
-                raise JobError(
-                    f'--gpu {gpu_text}: suite {suite.name} on {target} runs on the CPU (device = "cpu" '
-                    f'in {self.config.path}); drop --gpu, or set device = "cuda"',
-                    2,
-                )
-        elif gpu_text is None and self.config.host(target).scheduler != "slurm":
-            # (Slurm allocates the GPU itself: `gres` in [hosts.NAME.slurm].)
-            count = await self._gpu_count(target)
-            gpu_text = self._pick_gpu(target, count)  # no await from here to the insert
+        gpu_text = await self._gpu_for(target, suite, gpu)  # no await from here to the insert
         now = self.clock()
         job = Job(
             id=new_job_id(now),
@@ -537,7 +524,8 @@ class JobManager:
         return job
 
     async def _gpu_for(self, host: str, suite: SuiteConfig, gpu: int | str | None) -> str | None:
-        """The GPU(s) a cache build gets, as for an eval: none on the CPU, else a free one."""
+        """The GPU(s) a job gets: `gpu` as given, none on the CPU, else a free one (on Slurm
+        none: it allocates the GPU itself, `gres` in [hosts.NAME.slurm])."""
         gpu_text = str(gpu) if gpu is not None else None
         if gpu_text is not None and not gpu_text.replace(",", "").isdigit():
             raise JobError(f"--gpu expects GPU indices such as 0 or 0,1; got {gpu_text!r}", 2)
@@ -549,7 +537,7 @@ class JobManager:
                     2,
                 )
             return None
-        if gpu_text is None:
+        if gpu_text is None and self.config.host(host).scheduler != "slurm":
             gpu_text = self._pick_gpu(host, await self._gpu_count(host))
         return gpu_text
 

@@ -25,7 +25,9 @@ Resumable per sample: every file is written as ``NAME.part`` and renamed, a
 finished sample file is kept and skipped when the same build runs again
 (``build.json`` in the output records what the build is; a different build
 into the same directory is refused), and ``manifest.json`` appears only once
-every sample is there, so a half-built cache is never read as a cache.
+every sample is there, so a half-built cache is never read as a cache. SIGTERM
+(how ``dflash-tui cancel`` stops a job) ends it like Ctrl-C: no ``.part`` file
+is left behind.
 
 Stdout carries one JSON object per line (``start``, ``sample``, ``progress``,
 ``error``, ``done``); human messages go to stderr. Exit codes: 0 ok, 1 runtime
