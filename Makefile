@@ -18,7 +18,7 @@ $(STAMP_BASE): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(PIP) install --quiet -e '.[eval,dev]'
+	$(PIP) install --quiet -e '.[eval,cache,dev]'
 	touch $@ $(STAMP_BASE)
 
 venv: $(STAMP_BASE)

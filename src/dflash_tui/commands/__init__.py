@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "leaderboard",
     "estimate",
     "sweep",
+    "cache",
 ]
 
 

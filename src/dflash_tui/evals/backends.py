@@ -29,6 +29,7 @@ from dflash_tui.remote.pool import HostPool
 JOBS_DIR = ".cache/dflash-tui/jobs"  # under the remote $HOME
 HARNESS_DIR = ".cache/dflash-tui/harness"
 RESULTS_FILE = "eval_results.json"
+CACHE_BUILD_FILE = "cache_build.json"  # a cache build's summary (its results file)
 LOG_FILE = "log"
 PROGRESS_SCAN_BYTES = 65536
 MAX_READ_BYTES = 64 * 1024 * 1024
@@ -46,6 +47,11 @@ class LaunchSpec:
     harness_args: tuple[str, ...]
     gpu: str | None
     submitted_at: float
+    # What runs: the program installed under ~/.cache/dflash-tui/<program>/<sha>/, and how
+    # it is told where its results file goes (the cache builder: `--summary cache_build.json`).
+    program: str = "harness"
+    results_flag: str = "--out"
+    results_file: str = RESULTS_FILE
 
 
 @dataclass(frozen=True)
@@ -133,14 +139,14 @@ _PSTART = r"""pstart() {
 # runs the harness with CUDA_VISIBLE_DEVICES set, then records the exit status.
 RUNNER_SCRIPT = (
     _PSTART
-    + r"""d=$1 py=$2 h=$3 gpu=$4
-shift 4
+    + r"""d=$1 py=$2 h=$3 gpu=$4 flag=$5 res=$6
+shift 6
 pstart $$ > "$d/pstart"
 printf '%s\n' $$ > "$d/pid"
 if [ -n "$gpu" ]; then
-    env "CUDA_VISIBLE_DEVICES=$gpu" "$py" "$h" --out "$d/eval_results.json" "$@"
+    env "CUDA_VISIBLE_DEVICES=$gpu" "$py" "$h" "$flag" "$d/$res" "$@"
 else
-    "$py" "$h" --out "$d/eval_results.json" "$@"
+    "$py" "$h" "$flag" "$d/$res" "$@"
 fi
 rc=$?
 printf '%s\n' "$rc" > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
@@ -148,15 +154,18 @@ printf '%s\n' "$rc" > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
 )
 
 LAUNCH_SCRIPT = r"""# $1 job id, $2 job.json without its closing brace, $3 runner script, $4 python,
-# $5 harness sha256, $6 gpu ("" = unset); the rest: harness arguments.
-id=$1 head=$2 runner=$3 py=$4 sha=$5 gpu=$6
-shift 6
+# $5 program sha256, $6 gpu ("" = unset), $7 program folder (harness), $8 results flag,
+# $9 results file name; the rest: program arguments.
+id=$1 head=$2 runner=$3 py=$4 sha=$5 gpu=$6 prog=$7 flag=$8 res=$9
+shift 9
 base="$HOME/.cache/dflash-tui"
-h="$base/harness/$sha"
+h="$base/$prog/$sha"
 d="$base/jobs/$id"
-[ -f "$h/MANIFEST" ] || { echo "E the eval harness $sha is not installed on this host"; exit 3; }
+what="the eval harness"
+[ "$prog" = harness ] || what="the $prog program"
+[ -f "$h/MANIFEST" ] || { echo "E $what $sha is not installed on this host"; exit 3; }
 mkdir -p "$base/jobs" && mkdir "$d" || { echo "E cannot create the job directory $d"; exit 3; }
-setsid -f sh -c "$runner" sh "$d" "$py" "$h" "$gpu" "$@" > "$d/log" 2>&1 < /dev/null || {
+setsid -f sh -c "$runner" sh "$d" "$py" "$h" "$gpu" "$flag" "$res" "$@" > "$d/log" 2>&1 < /dev/null || {
     echo "E setsid failed (util-linux setsid with -f is needed)"; exit 3; }
 i=0
 while [ ! -s "$d/pid" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
@@ -187,7 +196,7 @@ for d in "$@"; do
     fi
     { read -r rc < "$d/rc"; } 2>/dev/null && printf 'rc %s\n' "$rc"
     [ -f "$d/cancelled" ] && printf 'cancelled\n'
-    [ -f "$d/eval_results.json" ] && printf 'results\n'
+    if [ -f "$d/eval_results.json" ] || [ -f "$d/cache_build.json" ]; then printf 'results\n'; fi
     printf 'E\n'
     [ -f "$d/log" ] && set -- "$@" "$d/log"
 done
@@ -253,9 +262,9 @@ def shown_command(spec: LaunchSpec) -> str:
     env = {"CUDA_VISIBLE_DEVICES": spec.gpu} if spec.gpu is not None else {}
     argv = (
         spec.python,
-        f"~/{HARNESS_DIR}/{spec.harness_sha}",
-        "--out",
-        f"~/{JOBS_DIR}/{spec.job_id}/{RESULTS_FILE}",
+        f"~/.cache/dflash-tui/{spec.program}/{spec.harness_sha}",
+        spec.results_flag,
+        f"~/{JOBS_DIR}/{spec.job_id}/{spec.results_file}",
         *spec.harness_args,
     )
     return RemoteCommand(argv, env).display()
@@ -365,6 +374,9 @@ class SshBackend:
             spec.python,
             spec.harness_sha,
             spec.gpu or "",
+            spec.program,
+            spec.results_flag,
+            spec.results_file,
             *spec.harness_args,
         )
         result = await self.pool.run(spec.host, argv, timeout=self.timeout_s, check=False)

@@ -1,5 +1,9 @@
 """Eval jobs: their states, their snapshots, and their rows in the state database.
 
+A job's `kind` is "eval" (the harness scores a checkpoint) or "cache" (the cache
+builder writes a suite's cache from a target model, DESIGN §4.10); both run,
+are followed and are cancelled the same way.
+
 A job moves through
 
     queued -> relaying -> uploading -> starting -> running -> done
@@ -35,6 +39,9 @@ DONE = "done"
 FAILED = "failed"
 CANCELLED = "cancelled"
 LOST = "lost"
+
+EVAL = "eval"
+CACHE_BUILD = "cache"
 
 STATES = (QUEUED, RELAYING, UPLOADING, STARTING, RUNNING, DONE, FAILED, CANCELLED, LOST)
 PREPARING = frozenset({QUEUED, RELAYING, UPLOADING, STARTING})
@@ -83,6 +90,8 @@ SCHEMA = Schema(
         """,
         # `dflash-tui eval --sliding`: the harness's --sliding for this job (NULL: the suite's)
         "ALTER TABLE jobs ADD COLUMN sliding TEXT",
+        # what the job does: "eval" (the harness) or "cache" (a cache build, DESIGN §4.10)
+        "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'eval'",
     ],
 )
 
@@ -129,6 +138,7 @@ class Job:
     result_dir: str | None = None
     collect_error: str | None = None
     sliding: str | None = None  # the operator's --sliding for this job (None: the suite's)
+    kind: str = EVAL  # EVAL, or CACHE_BUILD: `checkpoint` is then the target, `suite` the cache
 
     @property
     def terminal(self) -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 from dflash_tui.config import SLIDING_MODES, Config, SuiteConfig
 from dflash_tui.evals import jobs as J
 from dflash_tui.evals.backends import (
+    CACHE_BUILD_FILE,
     HARNESS_MISSING,
     LOG_FILE,
     RESULTS_FILE,
@@ -35,6 +36,12 @@ from dflash_tui.evals.backends import (
     LaunchSpec,
     RemoteStatus,
     SshBackend,
+)
+from dflash_tui.evals.cachejobs import (
+    CacheBuildError,
+    CacheBuildRequest,
+    plan_cache_build,
+    upload_prompts,
 )
 from dflash_tui.evals.jobs import Job, JobStore, JobUpdated, new_job_id
 from dflash_tui.evals.placement import PlacementError, place_checkpoint
@@ -48,7 +55,7 @@ from dflash_tui.evals.targets import (
     resolve_checkpoint,
     suite_config,
 )
-from dflash_tui.evals.upload import HarnessUploader
+from dflash_tui.evals.upload import HarnessUploader, cachebuild_dir
 from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import CommandFailed, RemoteError
@@ -177,6 +184,8 @@ class JobManager:
             backends or {"ssh": SshBackend(pool), "slurm": SlurmBackend(pool)}
         )
         self.uploader = uploader or HarnessUploader(pool)
+        self.cache_uploader = HarnessUploader(pool, cachebuild_dir(), "cachebuild")
+        self._cache_requests: dict[str, CacheBuildRequest] = {}
         self.log_lines = log_lines
         self._listeners: list[Listener] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -286,7 +295,7 @@ class JobManager:
         self._spawn(job, ref)
         return job
 
-    def _spawn(self, job: Job, ref: CheckpointRef) -> None:
+    def _spawn(self, job: Job, ref: CheckpointRef | None) -> None:
         task = asyncio.get_running_loop().create_task(self._prepare(job, ref), name=f"job:{job.id}")
         self._tasks[job.id] = task
         task.add_done_callback(lambda _t, i=job.id: self._tasks.pop(i, None))
@@ -330,20 +339,7 @@ class JobManager:
         target = host or suite.host
         if target not in self.config.hosts:
             raise JobError(f"no host {target!r} in {self.config.path}", 2)
-        gpu_text = str(gpu) if gpu is not None else None
-        if gpu_text is not None and not gpu_text.replace(",", "").isdigit():
-            raise JobError(f"--gpu expects GPU indices such as 0 or 0,1; got {gpu_text!r}", 2)
-        if self._device(target, suite) == "cpu":
-            if gpu_text is not None:
-                raise JobError(
-                    f'--gpu {gpu_text}: suite {suite.name} on {target} runs on the CPU (device = "cpu" '
-                    f'in {self.config.path}); drop --gpu, or set device = "cuda"',
-                    2,
-                )
-        elif gpu_text is None and self.config.host(target).scheduler != "slurm":
-            # (Slurm allocates the GPU itself: `gres` in [hosts.NAME.slurm].)
-            count = await self._gpu_count(target)
-            gpu_text = self._pick_gpu(target, count)  # no await from here to the insert
+        gpu_text = await self._gpu_for(target, suite, gpu)  # no await from here to the insert
         now = self.clock()
         job = Job(
             id=new_job_id(now),
@@ -371,10 +367,13 @@ class JobManager:
     def _cancel_requested(self, job_id: str) -> bool:
         return self.store.get(job_id).state == J.CANCELLED
 
-    async def _prepare(self, job: Job, ref: CheckpointRef) -> None:
+    async def _prepare(self, job: Job, ref: CheckpointRef | None) -> None:
         """queued -> (relaying) -> (uploading) -> starting -> running, or failed."""
         suite = suite_config(self.config, job.suite)
         try:
+            if ref is None:  # a cache build (start_cache_build)
+                await self._prepare_cache_build(job)
+                return
             placement = await place_checkpoint(
                 self.pool,
                 self.conn,
@@ -430,30 +429,7 @@ class JobManager:
                 gpu=job.gpu,
                 submitted_at=self.clock(),
             )
-            try:
-                launched = await self.backend(job.host).submit(spec)
-            except CommandFailed as exc:
-                if HARNESS_MISSING not in exc.stderr:
-                    raise
-                # Removed from the host since this console checked: install it again, once.
-                self.uploader.forget(job.host)
-                self._update(job.id, state=J.UPLOADING, detail="installing the eval harness")
-                await self.uploader.install(job.host)
-                self._update(job.id, state=J.STARTING, detail=None)
-                launched = await self.backend(job.host).submit(spec)
-            now = self.clock()
-            cancelled = self._cancel_requested(job.id)
-            updated = self._update(
-                job.id,
-                state=J.CANCELLED if cancelled else J.RUNNING,
-                remote_dir=launched.remote_dir,
-                pid=launched.pid,
-                proc_start=launched.proc_start,
-                command=launched.command,
-                started_at=now,
-            )
-            if cancelled:  # cancelled by another console while we were starting it
-                await self.backend(job.host).cancel(updated)
+            await self._submit(job, spec, self.uploader, "installing the eval harness")
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 current = self.store.get(job.id)
@@ -483,6 +459,144 @@ class JobManager:
             self._update(
                 job_id, state=J.FAILED, error=message, detail=None, finished_at=self.clock()
             )
+
+    async def _submit(
+        self, job: Job, spec: LaunchSpec, uploader: HarnessUploader, installing: str
+    ) -> None:
+        """Start a prepared job on its host (installing its program again, once, if it went
+        missing there) and record it as running; one cancelled meanwhile is stopped there."""
+        try:
+            launched = await self.backend(job.host).submit(spec)
+        except CommandFailed as exc:
+            if HARNESS_MISSING not in exc.stderr:
+                raise
+            # Removed from the host since this console checked: install it again, once.
+            uploader.forget(job.host)
+            self._update(job.id, state=J.UPLOADING, detail=installing)
+            await uploader.install(job.host)
+            self._update(job.id, state=J.STARTING, detail=None)
+            launched = await self.backend(job.host).submit(spec)
+        now = self.clock()
+        cancelled = self._cancel_requested(job.id)
+        updated = self._update(
+            job.id,
+            state=J.CANCELLED if cancelled else J.RUNNING,
+            remote_dir=launched.remote_dir,
+            pid=launched.pid,
+            proc_start=launched.proc_start,
+            command=launched.command,
+            started_at=now,
+        )
+        if cancelled:  # cancelled by another console while we were starting it
+            await self.backend(job.host).cancel(updated)
+
+    # ------------------------------------------------------------------ cache builds
+
+    async def start_cache_build(
+        self,
+        suite: str,
+        target: str,
+        prompts: Path,
+        *,
+        max_new_tokens: int,
+        layer_ids: Sequence[int] | None = None,
+        drafter: str | None = None,
+        host: str | None = None,
+        gpu: int | str | None = None,
+    ) -> Job:
+        """Queue a cache build (DESIGN §4.10) of `suite`'s cache from the model `target`
+        (`host:DIR` on the build host) and a local prompts file; returns the queued job.
+
+        Raises JobError (exit code 2) for bad arguments, found before anything is queued.
+        """
+        try:
+            suite_cfg = suite_config(self.config, suite)
+            request = await plan_cache_build(
+                self.pool,
+                self.config,
+                suite_cfg,
+                target=target,
+                prompts=prompts,
+                max_new_tokens=max_new_tokens,
+                layer_ids=tuple(layer_ids) if layer_ids else None,
+                drafter=drafter,
+                host=host,
+            )
+        except TargetError as exc:
+            raise JobError(str(exc), 2) from None
+        except CacheBuildError as exc:
+            raise JobError(str(exc), exc.exit_code) from None
+        gpu_text = await self._gpu_for(request.host, suite_cfg, gpu)
+        now = self.clock()
+        job = Job(
+            id=new_job_id(now),
+            backend=self.config.host(request.host).scheduler,
+            host=request.host,
+            suite=suite_cfg.name,
+            checkpoint=request.label,
+            checkpoint_host=request.host,
+            checkpoint_path=request.target,
+            state=J.QUEUED,
+            created_at=now,
+            updated_at=now,
+            gpu=gpu_text,
+            owner_pid=self._pid,
+            owner_start=self._pid_start,
+            kind=J.CACHE_BUILD,
+        )
+        self.store.insert(job)
+        self._cache_requests[job.id] = request
+        for listener in list(self._listeners):
+            listener(JobUpdated(job.id, job.state))
+        self._spawn(job, None)
+        return job
+
+    async def _gpu_for(self, host: str, suite: SuiteConfig, gpu: int | str | None) -> str | None:
+        """The GPU(s) a job gets: `gpu` as given, none on the CPU, else a free one (on Slurm
+        none: it allocates the GPU itself, `gres` in [hosts.NAME.slurm])."""
+        gpu_text = str(gpu) if gpu is not None else None
+        if gpu_text is not None and not gpu_text.replace(",", "").isdigit():
+            raise JobError(f"--gpu expects GPU indices such as 0 or 0,1; got {gpu_text!r}", 2)
+        if self._device(host, suite) == "cpu":
+            if gpu_text is not None:
+                raise JobError(
+                    f'--gpu {gpu_text}: suite {suite.name} on {host} runs on the CPU (device = "cpu" '
+                    f'in {self.config.path}); drop --gpu, or set device = "cuda"',
+                    2,
+                )
+            return None
+        if gpu_text is None and self.config.host(host).scheduler != "slurm":
+            gpu_text = self._pick_gpu(host, await self._gpu_count(host))
+        return gpu_text
+
+    async def _prepare_cache_build(self, job: Job) -> None:
+        """(uploading) -> starting -> running: the builder and the prompts go to the host."""
+        request = self._cache_requests.pop(job.id)
+        suite = suite_config(self.config, job.suite)
+        if not await self.cache_uploader.present(job.host):
+            self._update(job.id, state=J.UPLOADING, detail="installing the cache builder")
+            await self.cache_uploader.install(job.host)
+        if self._cancel_requested(job.id):
+            return
+        self._update(job.id, state=J.UPLOADING, detail=f"sending {request.prompts_name}")
+        prompts_path = await upload_prompts(self.pool, request)
+        if self._cancel_requested(job.id):
+            return
+        self._update(job.id, state=J.STARTING, detail=None)
+        device = "cpu" if self._device(job.host, suite) == "cpu" else "cuda:0"
+        spec = LaunchSpec(
+            job_id=job.id,
+            host=job.host,
+            python=self.config.host(job.host).python,
+            harness_sha=self.cache_uploader.sha256,
+            harness_args=request.args(prompts_path, device),
+            gpu=job.gpu,
+            submitted_at=self.clock(),
+            program="cachebuild",
+            results_flag="--summary",
+            results_file=CACHE_BUILD_FILE,
+        )
+        await self._submit(job, spec, self.cache_uploader, "installing the cache builder")
 
     def _relay_progress(
         self, job_id: str, ref: CheckpointRef, host: str
@@ -560,6 +674,15 @@ class JobManager:
         """Take over a queued/relaying/uploading job whose console stopped: its preparation
         runs again here (the relay resumes an interrupted copy). Without `resume_preparing`
         the job only says what will continue it. True when the row changed."""
+        if job.kind == J.CACHE_BUILD:  # its prompts were in the stopped console's memory
+            self._update(
+                job.id,
+                state=J.FAILED,
+                error=f"its console stopped while {job.state}; run `dflash-tui cache build` "
+                "again (finished samples are kept)",
+                finished_at=self.clock(),
+            )
+            return True
         if not self.resume_preparing:
             note = (
                 f"its console stopped while {job.state}; the console (dflash-tui) continues "
@@ -835,6 +958,10 @@ class JobManager:
         wanted = set(job_ids) if job_ids is not None else None
         for job in self.store.list([J.DONE]):
             if job.collected_at is not None or (wanted is not None and job.id not in wanted):
+                continue
+            if job.kind == J.CACHE_BUILD:  # nothing to pull: the cache stays on its host
+                cache = next((s.cache for s in self.config.suites if s.name == job.suite), "")
+                self._update(job.id, collected_at=self.clock(), result_dir=f"{job.host}:{cache}")
                 continue
             await self._collect_one(job, report)
         return report

@@ -1,4 +1,4 @@
-"""Installing the eval harness on a host, once per version, verified there.
+"""Installing the eval harness (or the cache builder) on a host, once per version, verified there.
 
 The harness version is the sha256 of a manifest in `sha256sum` format
 (`<sha256>  <file>` per `*.py` file, sorted by name), so the host can check
@@ -7,7 +7,8 @@ manifest's own hash names the directory). Only `*.py` files count: a
 `__pycache__` appears next to them after the first run. The harness lands in
 `$HOME/.cache/dflash-tui/harness/<sha256>/` by an atomic rename, so a
 half-unpacked copy is never used, and two consoles installing at once is
-harmless.
+harmless. The cache builder (`evals/cachebuild/`, DESIGN §4.10) travels the
+same way to `$HOME/.cache/dflash-tui/cachebuild/<sha256>/` (`folder="cachebuild"`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ def harness_dir() -> Path:
     import dflash_tui.evals.harness as harness
 
     return Path(harness.__file__).resolve().parent
+
+
+def cachebuild_dir() -> Path:
+    """The cache builder's package directory (its `__init__` imports nothing either)."""
+    import dflash_tui.evals.cachebuild as cachebuild
+
+    return Path(cachebuild.__file__).resolve().parent
 
 
 @lru_cache(maxsize=4)
@@ -62,36 +70,40 @@ def harness_tar(root: Path | None = None) -> bytes:
     return _bundle(root or harness_dir())[1]
 
 
-CHECK_SCRIPT = r"""h="$HOME/.cache/dflash-tui/harness/$1"
+CHECK_SCRIPT = r"""h="$HOME/.cache/dflash-tui/${2:-harness}/$1"
 if [ -f "$h/MANIFEST" ]; then echo present; else echo absent; fi
 """
 
-INSTALL_SCRIPT = r"""# $1 sha256 of MANIFEST; stdin: tar of the harness files and MANIFEST
+INSTALL_SCRIPT = r"""# $1 sha256 of MANIFEST, $2 folder (harness); stdin: tar of the files and MANIFEST
 sha=$1
-base="$HOME/.cache/dflash-tui/harness"
+base="$HOME/.cache/dflash-tui/${2:-harness}"
 h="$base/$sha"
 if [ -f "$h/MANIFEST" ]; then cat >/dev/null; echo present; exit 0; fi
 mkdir -p "$base" || exit 3
 t=$(mktemp -d "$base/.$sha.XXXXXX") || exit 3
-if ! tar -x -f - -C "$t"; then rm -rf "$t"; echo "E cannot unpack the harness into $base" >&2; exit 4; fi
+if ! tar -x -f - -C "$t"; then rm -rf "$t"; echo "E cannot unpack the ${2:-harness} files into $base" >&2; exit 4; fi
 got=$(sha256sum < "$t/MANIFEST" | cut -d' ' -f1)
 if [ "$got" != "$sha" ] || ! (cd "$t" && sha256sum -c --quiet MANIFEST >/dev/null); then
-    rm -rf "$t"; echo "E the harness files arrived damaged (sha256 mismatch)" >&2; exit 4
+    rm -rf "$t"; echo "E the ${2:-harness} files arrived damaged (sha256 mismatch)" >&2; exit 4
 fi
 chmod 755 "$t"
 if mv -T "$t" "$h" 2>/dev/null; then echo installed; exit 0; fi
 rm -rf "$t"
 [ -f "$h/MANIFEST" ] && { echo present; exit 0; }
-echo "E cannot install the harness into $h" >&2; exit 4
+echo "E cannot install the ${2:-harness} files into $h" >&2; exit 4
 """
 
 
 class HarnessUploader:
-    """Makes sure a host has this harness version; remembers hosts already checked."""
+    """Makes sure a host has this harness version; remembers hosts already checked.
 
-    def __init__(self, pool: HostPool, root: Path | None = None) -> None:
+    `folder` names the install folder under `~/.cache/dflash-tui/` ("harness", or
+    "cachebuild" with `root=cachebuild_dir()`)."""
+
+    def __init__(self, pool: HostPool, root: Path | None = None, folder: str = "harness") -> None:
         self.pool = pool
         self.root = root or harness_dir()
+        self.folder = folder
         self._known: set[str] = set()
 
     @property
@@ -106,7 +118,9 @@ class HarnessUploader:
         """True if `host` has this version installed (one small command)."""
         if host in self._known:
             return True
-        result = await self.pool.run(host, shell_script(CHECK_SCRIPT, self.sha256), timeout=30)
+        result = await self.pool.run(
+            host, shell_script(CHECK_SCRIPT, self.sha256, self.folder), timeout=30
+        )
         if result.stdout.strip() == "present":
             self._known.add(host)
             return True
@@ -120,7 +134,7 @@ class HarnessUploader:
         sha = self.sha256
         result = await self.pool.run(
             host,
-            shell_script(INSTALL_SCRIPT, sha),
+            shell_script(INSTALL_SCRIPT, sha, self.folder),
             input=harness_tar(self.root),
             encoding=None,
             timeout=120,
@@ -129,7 +143,8 @@ class HarnessUploader:
         out = result.stdout.decode("utf-8", "replace").strip()
         if result.exit_status != 0 or out not in ("installed", "present"):
             err = result.stderr.decode("utf-8", "replace")
-            raise CommandFailed(host, "install the eval harness", result.exit_status, err or out)
+            what = "the eval harness" if self.folder == "harness" else f"the {self.folder} program"
+            raise CommandFailed(host, f"install {what}", result.exit_status, err or out)
         self._known.add(host)
         return out
 

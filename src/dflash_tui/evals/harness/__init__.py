@@ -25,7 +25,8 @@ Options: ``--device cuda:0|cpu`` (default: cuda:0 when available),
 ``--dtype auto|float32|bfloat16|float16`` (auto: bf16 on GPU, fp32 on CPU),
 ``--topk 1,4,8``, ``--budgets 4,8,16,32``, ``--batch-anchors N``,
 ``--max-anchors N``, ``--suite NAME``, ``--name NAME``,
-``--sliding bidirectional|causal`` (what ``sliding_attention`` layers see
+``--per-anchor FILE`` (one JSON line per scored anchor: sample, position,
+label ranks, streaks), ``--sliding bidirectional|causal`` (what ``sliding_attention`` layers see
 inside the block; default bidirectional; a drafter config's own ``is_causal``
 / ``dflash_config.causal`` decides when present, see ``attention.py``).
 

@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         "z-lab's reference model; causal as vLLM's DFlash resolver). A drafter config's own "
         "is_causal / dflash_config.causal decides when present.",
     )
+    p.add_argument(
+        "--per-anchor",
+        type=Path,
+        default=None,
+        help="also write one JSON line per scored anchor (sample, anchor, ranks, streaks) here",
+    )
     return p
 
 
@@ -228,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             target=args.target,
             cache_layer_ids=args.cache_layer_ids,
             sliding=args.sliding,
+            per_anchor=args.per_anchor,
         )
         results = run_mod.evaluate(opts, _emit)
         try:

@@ -8,6 +8,7 @@ A CUDA out-of-memory halves the batch and retries the same anchors.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from .compat import check_compatibility
 from .drafter import SLIDING, DrafterConfig, DrafterFiles
 from .errors import InputError, Problems, RunFailure
 from .foreign import ForeignCache, detect_layout
-from .metrics import Totals, ddtree_matches, label_ranks, top_log_probs
+from .metrics import Totals, ddtree_matches, label_ranks, streak, top_log_probs
 from .model import ContextKV, DrafterModel, block_logits
 
 Emit = Callable[[dict[str, Any]], None]
@@ -46,6 +47,7 @@ class Options:
     target: Path | None = None  # target model directory: the head of a foreign cache
     cache_layer_ids: tuple[int, ...] | None = None  # the cache's layers, in its own convention
     sliding: str | None = None  # "bidirectional" | "causal"; None: the default (attention.py)
+    per_anchor: Path | None = None  # JSONL, one line per scored anchor (opt-in)
 
 
 @dataclass
@@ -272,12 +274,13 @@ def score_anchors(
     budgets: tuple[int, ...],
     batch_anchors: int,
     emit: Emit,
+    on_anchor: Callable[[Anchor, list[int], dict[int, int]], None] | None = None,
 ) -> tuple[Totals, dict[str, Totals]]:
     """Score every anchor in batches; returns suite and per-task totals.
 
     Emits ``start``, ``progress`` after each batch, and ``retry`` when an
     out-of-memory error halves the batch; RunFailure when even one anchor
-    does not fit.
+    does not fit. ``on_anchor(anchor, ranks, ddtree matches)`` sees each scored anchor.
     """
     runner.plan(anchors)
     device = runner.device
@@ -319,6 +322,8 @@ def score_anchors(
             tree = ddtree_matches(top_lp, ranks, budgets)
             suite.add(ranks, tree)
             tasks[runner.samples[anchor.sample].name].add(ranks, tree)
+            if on_anchor is not None:
+                on_anchor(anchor, ranks, tree)
         done += len(chunk)
         emit({"event": "progress", "done": done, "total": total})
     return suite, tasks
@@ -328,6 +333,52 @@ def attention_of(cfg: DrafterConfig, sliding: str | None) -> Attention:
     """The run's attention semantics: the drafter config's own, else ``sliding``, else the default."""
     layers = sum(t == SLIDING for t in cfg.layer_types)
     return resolve_attention(cfg.causal, cfg.causal_key, sliding, layers)
+
+
+class PerAnchorWriter:
+    """``--per-anchor FILE``: one JSON line per scored anchor, in scoring order.
+
+    ``{"sample": i, "name": ..., "file": ..., "anchor": a, "ranks": [...],
+    "streak_top1": s, ..., "ddtree_b8": d}``: ``i`` indexes the manifest's
+    samples, ``a`` is the anchor's position in that sample, ``ranks`` the label
+    ranks of positions 1..B-1 (0 = argmax). Written to ``FILE.part`` and renamed
+    once every anchor is in, like the results file.
+    """
+
+    def __init__(self, path: Path, samples: list[SampleSpec], topk: tuple[int, ...]):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(self.path.name + ".part")
+        self.samples = samples
+        self.topk = topk
+
+    def __enter__(self) -> PerAnchorWriter:
+        try:
+            self.file = open(self.tmp, "w", encoding="utf-8")
+        except OSError as exc:
+            raise RunFailure(
+                f"cannot write --per-anchor {self.path}: {exc.strerror or exc}"
+            ) from None
+        return self
+
+    def write(self, anchor: Anchor, ranks: list[int], tree: dict[int, int]) -> None:
+        spec = self.samples[anchor.sample]
+        row: dict[str, Any] = {
+            "sample": anchor.sample,
+            "name": spec.name,
+            "file": spec.path.name,
+            "anchor": anchor.position,
+            "ranks": ranks,
+        }
+        row.update({f"streak_top{k}": streak(ranks, k) for k in self.topk})
+        row.update({f"ddtree_b{b}": n for b, n in sorted(tree.items())})
+        self.file.write(json.dumps(row) + "\n")
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        self.file.close()
+        if kind is None:
+            self.tmp.replace(self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
@@ -360,7 +411,13 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
     if note:
         emit({"event": "note", "message": note})
     runner = Runner.from_inputs(inputs, device, dtype, width, attention)
-    suite, tasks = score_anchors(runner, anchors, topk, budgets, opts.batch_anchors, emit)
+    if opts.per_anchor is None:
+        suite, tasks = score_anchors(runner, anchors, topk, budgets, opts.batch_anchors, emit)
+    else:
+        with PerAnchorWriter(opts.per_anchor, inputs.samples, topk) as writer:
+            suite, tasks = score_anchors(
+                runner, anchors, topk, budgets, opts.batch_anchors, emit, writer.write
+            )
 
     metrics = suite.summary()
     task_out = {}

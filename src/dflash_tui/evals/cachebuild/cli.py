@@ -1,0 +1,219 @@
+"""Command line: parse arguments, build, report events on stdout and errors on stderr.
+
+Stdout is a stream of JSON lines for the console (``start``, ``sample``,
+``progress``, ``error``, ``done``), flushed one by one; the ``progress`` lines
+have the harness's shape (``{"event": "progress", "done": N, "total": M}``,
+counting samples), so the console follows a build as it follows an eval.
+Exit codes: 0 ok, 1 runtime failure, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import BuildError, InputError, RunFailure
+
+
+def _layer_ids(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected layer ids >= 0, got {text!r}")
+    return values
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dflash-cachebuild",
+        description="Build a dflash-cache/1 directory from a target model's greedy continuations "
+        "of prompts (DESIGN §4.10).",
+    )
+    p.add_argument("--target", required=True, type=Path, help="Hugging Face causal LM directory")
+    p.add_argument(
+        "--prompts",
+        required=True,
+        type=Path,
+        help='JSONL: {"name", "prompt"}, {"name", "messages"} or {"name", "input_ids"} per line',
+    )
+    p.add_argument("--out", required=True, type=Path, help="cache directory to write (or resume)")
+    p.add_argument(
+        "--max-new-tokens", required=True, type=_positive, help="continuation length per prompt"
+    )
+    p.add_argument(
+        "--target-layer-ids",
+        type=_layer_ids,
+        default=None,
+        help="decoder layers whose outputs are cached, e.g. 1,16,31 (default: the --drafter's)",
+    )
+    p.add_argument(
+        "--drafter", type=Path, default=None, help="drafter directory whose target_layer_ids to use"
+    )
+    p.add_argument(
+        "--device", default=None, help="cuda:0, cuda:N or cpu (default: cuda:0 if available)"
+    )
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="model dtype (auto: bfloat16 on GPU, float32 on CPU)",
+    )
+    p.add_argument(
+        "--no-chat-template",
+        dest="chat_template",
+        action="store_false",
+        help='tokenize "prompt" text as it is, without the chat template',
+    )
+    p.add_argument(
+        "--summary",
+        type=Path,
+        default=None,
+        help="also write the final summary as JSON to this file (atomically)",
+    )
+    return p
+
+
+def _emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def _pick_device(requested: str | None) -> str:
+    import torch
+
+    if requested is None:
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(requested)
+    except (RuntimeError, ValueError):
+        raise InputError(
+            f"--device {requested!r}: not a device name", hint="use cpu, cuda or cuda:N"
+        ) from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(
+                f"--device {requested}: CUDA is not available here (torch {torch.__version__})",
+                hint="use --device cpu, or run on a GPU host with a CUDA build of torch",
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InputError(
+                f"--device {requested}: this host has {torch.cuda.device_count()} GPU(s)"
+            )
+    elif dev.type != "cpu":
+        raise InputError(f"--device {requested}: only cpu and cuda are supported")
+    return requested
+
+
+def _deterministic(device: str) -> None:
+    """Same inputs, same cache: no TF32, deterministic kernels where torch has them."""
+    import torch
+
+    if device.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return "out of memory" in str(exc) or type(exc).__name__ == "OutOfMemoryError"
+
+
+def _interrupt_on_term(*_: object) -> None:
+    raise KeyboardInterrupt  # `dflash-tui cancel` sends SIGTERM: leave no .part file behind
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the build; returns the exit code (the caller exits with it)."""
+    args = build_parser().parse_args(argv)
+    if threading.current_thread() is not threading.main_thread():
+        return _run(args)
+    previous = signal.signal(signal.SIGTERM, _interrupt_on_term)
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        from . import build as build_mod
+    except ImportError as exc:
+        return _fail(
+            RunFailure(
+                f"cannot import torch with {sys.executable}: {exc}",
+                hint="the host's python needs torch, safetensors and transformers "
+                "(pip install 'dflash-tui[cache]')",
+            )
+        )
+    try:
+        device = _pick_device(args.device)
+        _deterministic(device)
+        opts = build_mod.Options(
+            target=args.target,
+            prompts=args.prompts,
+            out=args.out,
+            max_new_tokens=args.max_new_tokens,
+            layer_ids=args.target_layer_ids,
+            drafter=args.drafter,
+            device=device,
+            dtype=args.dtype,
+            chat_template=args.chat_template,
+        )
+        summary = build_mod.build(opts, _emit)
+        if args.summary is not None:
+            try:
+                build_mod.write_json_atomic(args.summary, summary)
+            except OSError as exc:
+                raise RunFailure(f"cannot write {args.summary}: {exc.strerror or exc}") from None
+    except BuildError as exc:
+        return _fail(exc)
+    except KeyboardInterrupt:
+        return _fail(RunFailure("interrupted (finished samples are kept; run again to resume)"))
+    except Exception as exc:
+        if _is_oom(exc):
+            return _fail(
+                RunFailure(
+                    f"out of memory: {str(exc).splitlines()[0]}",
+                    hint="free the GPU, lower --max-new-tokens, or use a larger GPU "
+                    "(finished samples are kept; run again to resume)",
+                )
+            )
+        traceback.print_exc()
+        return _fail(
+            RunFailure(
+                f"internal error: {type(exc).__name__}: {exc}",
+                hint="finished samples are kept; please report this with the traceback above",
+            )
+        )
+    _emit({"event": "done", **summary})
+    return 0
+
+
+def _fail(exc: BuildError) -> int:
+    _emit({"event": "error", "exit_code": exc.exit_code, "message": exc.render()})
+    sys.stderr.write(f"error: {exc.render()}\n")
+    sys.stderr.flush()
+    return exc.exit_code

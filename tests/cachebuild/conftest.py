@@ -1,0 +1,42 @@
+"""A tiny random-weight Qwen3 target with a tokenizer, and prompts of every accepted kind."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+LAYER_IDS = (1, 3)
+MAX_NEW = 12
+
+
+@dataclass(frozen=True)
+class TinyTarget:
+    dir: Path
+    prompts: Path
+
+
+def write_prompts(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_target(tmp_path_factory: pytest.TempPathFactory) -> TinyTarget:
+    from dflash_tui.evals.synthetic_target import write_target
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("cachebuild")
+    target = write_target(root / "target", seed=11, num_layers=4)
+    prompts = write_prompts(
+        root / "prompts.jsonl",
+        [
+            {"name": "chat text", "prompt": "w1 w2 w3 w4"},
+            {"name": "ids", "input_ids": [7, 8, 9, 10, 11]},
+            {"name": "chat text", "messages": [{"role": "user", "content": "w9 w8"}]},
+        ],
+    )
+    return TinyTarget(target, prompts)
