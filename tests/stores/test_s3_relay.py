@@ -192,3 +192,34 @@ async def test_a_failed_upload_leaves_no_pending_parts(store_config, s3: S3Env) 
             await relay(pool, conn, f"a:{src}", "bk:x", options=options)
         assert caught.value.kind == "missing"
     assert not pending_uploads(s3)
+
+
+async def test_interrupted_download_resumes_from_the_part_file(store_config, s3: S3Env) -> None:
+    host, config = store_config()
+    data_sha = random_file(host.home / "src.bin", 16 * MIB, seed=12)
+    options = RelayOptions(range_bytes=4 * MIB, streams=1, retries=0)
+    dst = host.home / "copy.bin"
+    async with relay_env(config) as (pool, conn):
+        await relay(pool, conn, f"a:{host.home / 'src.bin'}", "bk:d/src.bin", options=SMALL)
+        task: asyncio.Task | None = None
+
+        def stop(event) -> None:  # type: ignore[no-untyped-def]
+            if isinstance(event, FileProgress) and event.bytes_done >= 9 * MIB and task:
+                task.cancel()
+
+        task = asyncio.ensure_future(
+            relay(pool, conn, "bk:d/src.bin", f"a:{dst}", options=options, on_event=stop)
+        )
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not dst.exists() and Path(f"{dst}.part").exists()
+        # A byte flipped in a finished range of the .part is found and sent again.
+        with open(f"{dst}.part", "r+b") as f:
+            f.seek(5)
+            f.write(b"\xff" if f.read(1) != b"\xff" else b"\x00")
+        result = await relay(pool, conn, "bk:d/src.bin", f"a:{dst}", options=options)
+    assert result.resumed
+    assert 4 * MIB < result.bytes_sent <= 16 * MIB - 4 * MIB  # range 0 again, range 1 kept
+    assert hashlib.sha256(dst.read_bytes()).hexdigest() == data_sha
+    assert result.files[0].sha256_src == result.files[0].sha256_dst == data_sha
+    assert not Path(f"{dst}.part").exists()

@@ -215,11 +215,28 @@ class S3Store:
         try:
             out = await self.call("head_object", Key=key)
         except TransferError as exc:
-            if exc.kind == "missing" and "bucket" not in exc.message:
+            if exc.kind == "missing":
                 return None
             raise
         meta = {k.lower(): v for k, v in (out.get("Metadata") or {}).items()}
         return ObjectInfo(key, int(out["ContentLength"]), out.get("ETag", ""), meta.get("sha256"))
+
+    async def check_bucket(self) -> float:
+        """Seconds one HeadBucket took; TransferError when the bucket is missing or refused."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await self.call("head_bucket")
+        except TransferError as exc:
+            if exc.kind == "missing":
+                raise TransferError(
+                    f"store {self.name}: no such bucket {self.config.bucket!r}"
+                    + (f" at {self.config.endpoint_url}" if self.config.endpoint_url else "")
+                    + f"; check `url` in [stores.{self.name}]",
+                    kind="missing",
+                ) from None
+            raise
+        return loop.time() - started
 
     async def list(self, prefix: str) -> list[ObjectInfo]:
         """Every object whose key starts with `prefix` (paginated)."""

@@ -81,6 +81,8 @@ class Download(StoreTransfer):
             if first:
                 raise
             raise ConnectionLost(self.side.label, exc.message) from None
+        if first:
+            await self.client.check_bucket()
         tree, objects = await self._walk()
         root = await resolve_destination(self.side, self.src, self.dst, tree.is_dir)  # type: ignore[arg-type]
         self.dst_label = str(root)

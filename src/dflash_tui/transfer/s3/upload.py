@@ -94,6 +94,8 @@ class Upload(StoreTransfer):
             if first:
                 raise
             raise ConnectionLost(self.side.label, exc.message) from None
+        if first:
+            await self.client.check_bucket()
         await self._forget_finished_uploads()
         tree = await walk_source(self.side, self.src)
         root = await self._resolve(tree.is_dir)
