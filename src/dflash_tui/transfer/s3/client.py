@@ -47,6 +47,7 @@ class ObjectInfo:
     size: int
     etag: str
     sha256: str | None = None
+    modified: float = 0.0  # LastModified, seconds since the epoch
 
 
 def credentials_hint(store: StoreConfig) -> str:
@@ -248,7 +249,15 @@ class S3Store:
                 kwargs["ContinuationToken"] = token
             out = await self.call("list_objects_v2", **kwargs)
             for item in out.get("Contents", []) or []:
-                found.append(ObjectInfo(item["Key"], int(item["Size"]), item.get("ETag", "")))
+                stamp = item.get("LastModified")
+                found.append(
+                    ObjectInfo(
+                        item["Key"],
+                        int(item["Size"]),
+                        item.get("ETag", ""),
+                        modified=stamp.timestamp() if stamp is not None else 0.0,
+                    )
+                )
             if not out.get("IsTruncated"):
                 return found
             token = out.get("NextContinuationToken")
