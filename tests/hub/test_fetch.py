@@ -120,6 +120,7 @@ async def test_a_refusal_says_which_and_what_to_do(
     for word in words:
         assert word.format(url=hub.url) in text, text
     assert not (host.home / "models" / repo.split("/")[1]).exists()
+    assert not (host.home / "models" / f"{repo.split('/')[1]}.part").exists()
 
 
 async def test_when_the_hub_refuses_a_located_copy_is_named_and_taken_with_any(

@@ -62,6 +62,8 @@ def classify(exc):
 
 def fail(exc):
     kind, status = classify(exc)
+    if kind in ("gated", "unauthorized", "forbidden", "missing", "revision"):
+        shutil.rmtree(dest + ".part", ignore_errors=True)  # refused: nothing there to resume
     say(ok=False, error=kind, status=status, message=(type(exc).__name__ + ": " + str(exc).strip().splitlines()[0])[:400] if str(exc).strip() else type(exc).__name__)
 
 if os.path.lexists(dest) and force != "1":
