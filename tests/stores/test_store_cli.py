@@ -101,3 +101,23 @@ def test_commands_start_without_boto3_and_a_store_says_what_to_install(tmp_path:
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage store bk: the S3 client is not installed")
     assert "dflash-tui[s3]" in out.stdout
+
+
+def test_check_lists_stores_with_reachability_and_latency(store_config, s3: S3Env) -> None:
+    host, config = store_config()
+    config.write_text(
+        config.read_text()
+        + f'\n[stores.gone]\nurl = "s3://missing-{s3.bucket}"\nendpoint_url = "{s3.endpoint}"\n'
+    )
+    out = cli(config, "check")
+    assert out.returncode == 1  # one store is not there
+    lines = {line.split()[0] + " " + line.split()[1]: line for line in out.stdout.splitlines()[1:]}
+    assert "yes" in lines["bk (store)"] and f"s3://{s3.bucket}/backups" in lines["bk (store)"]
+    assert "NO" in lines["gone (store)"] and "no such bucket" in lines["gone (store)"]
+    assert s3.secret_key not in out.stdout + out.stderr
+    as_json = cli(config, "check", "--json")
+    import json
+
+    stores = {s["store"]: s for s in json.loads(as_json.stdout)["stores"]}
+    assert stores["bk"]["reachable"] and stores["bk"]["latency_ms"] > 0
+    assert stores["gone"]["error_kind"] == "missing"
