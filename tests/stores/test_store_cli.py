@@ -104,7 +104,7 @@ def test_commands_start_without_boto3_and_a_store_says_what_to_install(tmp_path:
 
 
 def test_check_lists_stores_with_reachability_and_latency(store_config, s3: S3Env) -> None:
-    host, config = store_config()
+    _host, config = store_config()
     config.write_text(
         config.read_text()
         + f'\n[stores.gone]\nurl = "s3://missing-{s3.bucket}"\nendpoint_url = "{s3.endpoint}"\n'
