@@ -22,7 +22,7 @@ class StoreCheck:
     store: str
     url: str
     endpoint: str | None
-    reachable: bool
+    reachable: bool | None  # None: not asked yet
     latency_ms: float | None
     error: str | None
     error_kind: str | None
@@ -55,6 +55,24 @@ async def check_store(config: StoreConfig, client: S3Store | None = None) -> Sto
     finally:
         if own:
             client.close()
+
+
+def pending(config: StoreConfig) -> StoreCheck:
+    """A store not asked yet (the console shows it as connecting)."""
+    return StoreCheck(config.name, config.url, config.endpoint_url, None, None, None, None, 0.0)
+
+
+async def complete_store(client: S3Store, prefix: str, limit: int = 50) -> list[str]:
+    """Paths in the store starting with `prefix` (folders end with '/'), for the relay form."""
+    folder, _, start = prefix.rpartition("/")
+    base = client.key(folder)
+    key_prefix = (base + "/" if base else "") + start
+    out = await client.call("list_objects_v2", Prefix=key_prefix, Delimiter="/", MaxKeys=limit)
+    root = client.key("")
+    cut = len(root) + 1 if root else 0
+    names = [p["Prefix"][cut:] for p in out.get("CommonPrefixes", []) or []]
+    names += [o["Key"][cut:] for o in out.get("Contents", []) or [] if not o["Key"].endswith("/")]
+    return sorted(names)[:limit]
 
 
 async def check_stores(stores: Iterable[StoreConfig]) -> list[StoreCheck]:
