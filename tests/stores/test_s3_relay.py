@@ -223,3 +223,20 @@ async def test_interrupted_download_resumes_from_the_part_file(store_config, s3:
     assert hashlib.sha256(dst.read_bytes()).hexdigest() == data_sha
     assert result.files[0].sha256_src == result.files[0].sha256_dst == data_sha
     assert not Path(f"{dst}.part").exists()
+
+
+async def test_an_upload_to_a_key_aborts_uploads_to_it_abandoned_long_ago(
+    store_config, s3: S3Env
+) -> None:
+    host, config = store_config()
+    src = host.home / "model.bin"
+    sha = random_file(src, 11 * MIB, seed=13)
+    client = s3.client()
+    # Started by someone who stopped (moto dates every upload 2010: long ago).
+    old = client.create_multipart_upload(Bucket=s3.bucket, Key="backups/model.bin")["UploadId"]
+    other = client.create_multipart_upload(Bucket=s3.bucket, Key="backups/model.bin.x")["UploadId"]
+    async with relay_env(config) as (pool, conn):
+        await relay(pool, conn, f"a:{src}", "bk:model.bin", options=SMALL)
+    left = {u["UploadId"] for u in pending_uploads(s3)}
+    assert old not in left and other in left  # only the same key's
+    assert stored(s3, "backups/model.bin") == {"": (sha, sha)}

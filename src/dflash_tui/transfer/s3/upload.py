@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ MAX_PART_BYTES = 64 * 1024 * 1024  # memory here: one part per stream
 MAX_PARTS = 10_000
 HASH_CONCURRENCY = 2
 HEAD_CONCURRENCY = 8
+ABANDONED_AFTER_S = 24 * 3600  # someone else's upload to the same key, untouched this long
 
 
 def part_bytes_for(size: int, wanted: int) -> int:
@@ -284,8 +286,23 @@ class Upload(StoreTransfer):
             ChecksumSHA256=b64(sha),
         )
 
+    async def _abort_abandoned(self, key: str, keep: str | None) -> None:
+        """Abort other uploads to this very key started over ABANDONED_AFTER_S ago: whoever
+        started them stopped (a new upload to the key would replace their object anyway)."""
+        now = time.time()
+        for upload in await self.client.pending_uploads(key):
+            started = upload.get("Initiated")
+            age = now - started.timestamp() if started is not None else 0.0
+            if (
+                upload.get("Key") == key
+                and upload.get("UploadId") != keep
+                and age > ABANDONED_AFTER_S
+            ):
+                await self.client.abort(key, upload["UploadId"])
+
     async def _put_multipart(self, job: UploadJob, hashes: SourceHashes) -> None:
         pending = self.uploads.get(self.transfer_id, job.file.rel)
+        await self._abort_abandoned(job.key, pending.upload_id if pending else None)
         if pending is None:
             job.kept = {}
             created = await self.client.call(
