@@ -15,6 +15,7 @@ from dflash_tui.transfer import (
     TransferStarted,
     list_transfers,
     relay,
+    resume_transfer,
 )
 from tests.stores.conftest import S3Env
 from tests.transfer.conftest import part_files, random_file, relay_env
@@ -159,7 +160,7 @@ async def test_interrupted_upload_resumes_with_the_parts_already_there(
         # Not visible under its final key before it is complete and verified.
         assert "Contents" not in s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=key)
 
-        result = await relay(pool, conn, f"a:{src}", "bk:m/", options=one_stream)
+        result = await resume_transfer(pool, conn, record.id, options=one_stream)
     assert result.resumed and result.transfer_id == record.id
     assert result.bytes_sent <= 16 * MIB + 3 - 10 * MIB  # the parts already there were kept
     assert stored(s3, key) == {"": (sha, sha)}
@@ -240,3 +241,23 @@ async def test_an_upload_to_a_key_aborts_uploads_to_it_abandoned_long_ago(
     left = {u["UploadId"] for u in pending_uploads(s3)}
     assert old not in left and other in left  # only the same key's
     assert stored(s3, "backups/model.bin") == {"": (sha, sha)}
+
+
+async def test_a_local_folder_to_a_store_and_back_to_a_local_path(
+    write_config, s3: S3Env, tmp_path: Path
+) -> None:
+    config = write_config({}, extra=s3.store_table())
+    src = tmp_path / "ckpt"
+    shas = checkpoint(src)
+    (tmp_path / "back").mkdir()
+    async with relay_env(config) as (pool, conn):
+        up = await relay(pool, conn, str(src), "bk:local/", options=SMALL)
+        down = await relay(pool, conn, "bk:local/ckpt", str(tmp_path / "back"), options=SMALL)
+    assert {f.path: f.sha256_dst for f in up.files} == shas
+    got = tmp_path / "back" / "ckpt"
+    assert down.dst == str(got)
+    assert {
+        str(p.relative_to(got)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in got.rglob("*")
+        if p.is_file()
+    } == shas
