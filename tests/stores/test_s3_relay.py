@@ -261,3 +261,29 @@ async def test_a_local_folder_to_a_store_and_back_to_a_local_path(
         for p in got.rglob("*")
         if p.is_file()
     } == shas
+
+
+async def test_a_dropped_ssh_link_during_an_upload_is_retried_without_resending_parts(
+    store_config, s3: S3Env
+) -> None:
+    host, config = store_config()
+    src = host.home / "model.bin"
+    sha = random_file(src, 16 * MIB, seed=14)
+    options = RelayOptions(range_bytes=5 * MIB, streams=1, retries=3, backoff_base_s=0.05)
+    events: list = []
+    cut = []
+
+    def on_event(event) -> None:  # type: ignore[no-untyped-def]
+        events.append(event)
+        if isinstance(event, FileProgress) and event.bytes_done >= 11 * MIB and not cut:
+            cut.append(host.kill_sessions())
+
+    async with relay_env(config) as (pool, conn):
+        result = await relay(pool, conn, f"a:{src}", "bk:r.bin", options=options, on_event=on_event)
+    assert cut and cut[0] > 0
+    from dflash_tui.transfer import Retrying
+
+    assert any(isinstance(e, Retrying) for e in events)
+    assert result.bytes_sent <= 22 * MIB  # parts 1 and 2 were not read again (27+ if they were)
+    assert stored(s3, "backups/r.bin") == {"": (sha, sha)}
+    assert not pending_uploads(s3)
