@@ -77,3 +77,40 @@ async def test_inspect_reads_only_headers_and_locate_groups_store_and_host_copie
         found_sha, _ = await locate(pool, "Qwen3.6-27B-DFlash", sha256=True)
     groups = {(f.place, Path(f.path).name): f.copy_group for f in found_sha}
     assert groups["store", "Qwen3.6-27B-DFlash"] == groups["host", "Qwen3.6-27B-DFlash"]
+
+
+def test_inspect_and_locate_commands_show_store_copies(
+    sshd_factory, write_config, s3: S3Env
+) -> None:
+    import json as jsonlib
+    import os
+    import subprocess
+    import sys
+
+    host = sshd_factory("a")
+    ckpt = host.home / "models" / "step4000"
+    drafter(ckpt)
+    path = write_config(
+        {"a": (host, {"model_roots": [str(host.home / "models")]})}, extra=s3.store_table()
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "dflash_tui", "--config", str(path), *args],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+
+    assert cli("relay", f"a:{ckpt}", "bk:ck/").returncode == 0
+    shown = cli("inspect", "bk:ck/step4000", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert jsonlib.loads(shown.stdout)["kind"] == "drafter"
+    unknown = cli("inspect", "nope:ck/step4000")
+    assert unknown.returncode == 2 and "stores: bk" in unknown.stderr
+    table = cli("locate", "step4000")
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines()[1:]]
+    assert ["a", str(ckpt)] in [r[1:3] for r in rows]
+    store_rows = [r for r in rows if r[2] == "(store)"]
+    assert len(store_rows) == 1 and store_rows[0][3] == "bk:ck/step4000"
+    assert store_rows[0][0] == next(r[0] for r in rows if r[1] == "a")  # the same COPY letter
