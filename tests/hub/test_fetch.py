@@ -69,19 +69,23 @@ async def test_a_good_download_is_verified_and_the_token_only_travels_on_stdin(
     token = "hf_" + secrets.token_hex(16)
     hub.delay_s = 1.0  # the host's python is alive long enough to be seen
     seen: dict[str, bool] = {}
+    progress: list[tuple[int, int]] = []
     stop = threading.Event()
     scanner = threading.Thread(target=scan_proc, args=(token, stop, seen))
     scanner.start()
     try:
         async with relay_env(config) as (pool, conn):
             result = await fetch(
-                pool, conn, "hf:org/good", f"a:{host.home / 'models'}", token=token
-            )
+                pool, conn, "hf:org/good", f"a:{host.home / 'models'}", token=token,
+                on_progress=lambda done, total: progress.append((done, total)),
+            )  # fmt: skip
     finally:
         stop.set()
         scanner.join()
     assert seen == {"fetch process": True}  # seen running, the token never in argv or env
     assert f"Bearer {token}" in hub.authorizations  # but it did reach the Hub
+    total = sum(len(d) for d in hub.repos["org/good"].files.values())
+    assert progress and all(t == total for _, t in progress)  # progress while it ran
     dest = host.home / "models" / "good"
     assert result.dst == f"a:{dest}" and result.commit == COMMIT and result.via == "hub"
     repo = hub.repos["org/good"]

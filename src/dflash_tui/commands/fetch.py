@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import print_json
 from dflash_tui.config import load_config
 from dflash_tui.remote.pool import HostPool
+
+PLAIN_INTERVAL_S = 5.0
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -43,6 +46,19 @@ def run(args: argparse.Namespace) -> int:
     from dflash_tui.transfer.hub import HubError, fetch, hub_token
 
     config = load_config(args.config)
+    tty = sys.stdout.isatty()
+    shown = {"at": 0.0, "open": False}
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        text = f"downloading on the host: {done / 1e9:.2f} / {total / 1e9:.2f} GB"
+        if tty:
+            sys.stdout.write("\r\x1b[K" + text)
+            sys.stdout.flush()
+            shown["open"] = True
+        elif now - shown["at"] >= PLAIN_INTERVAL_S:
+            shown["at"] = now
+            print(text, flush=True)
 
     async def go():  # type: ignore[no-untyped-def]
         conn = open_transfer_state(config.console.state_dir)
@@ -51,12 +67,17 @@ def run(args: argparse.Namespace) -> int:
                 return await fetch(
                     pool, conn, args.source, args.destination, revision=args.revision,
                     any_source=args.any, force=args.force, token=hub_token(),
+                    on_progress=None if args.json else progress,
                 )  # fmt: skip
         finally:
             conn.close()
 
     try:
-        result = asyncio.run(go())
+        try:
+            result = asyncio.run(go())
+        finally:
+            if shown["open"]:
+                sys.stdout.write("\n")
     except EndpointError as exc:
         raise CommandError(str(exc), 2) from None
     except HubError as exc:

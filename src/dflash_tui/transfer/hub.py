@@ -12,6 +12,7 @@ a verified relay.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import posixpath
@@ -185,6 +186,7 @@ async def fetch(
     force: bool = False,
     token: str | None = None,
     on_event: Callable[[TransferEvent], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> FetchResult:
     """Download hf:ORG/NAME onto a host (verified, `.part` until complete).
 
@@ -208,11 +210,7 @@ async def fetch(
         pool.config.console.hf_endpoint or "",
         "1" if force else "0",
     ]
-    try:
-        out = await pool.run(dst.host, argv, input=(token or "") + "\n", check=False, timeout=None)
-    except RemoteError as exc:
-        raise TransferError(str(exc), kind="unreachable") from None
-    answer = _answer(out.stdout, out.stderr, dst.host, python)
+    answer = await _run_script(pool, dst.host, argv, token, python, on_progress)
     where = f"{dst.host}:{final}"
     if answer.get("ok"):
         files = [HubFile(f["path"], int(f["size"]), f["sha256"]) for f in answer.get("files", [])]
@@ -254,15 +252,45 @@ async def _final_path(pool: HostPool, dst: Endpoint, repo: str) -> str:
     return dst.path
 
 
-def _answer(stdout: Any, stderr: Any, host: str, python: str) -> dict[str, Any]:
-    text = stdout if isinstance(stdout, str) else bytes(stdout).decode("utf-8", "replace")
-    for line in reversed(text.strip().splitlines()):
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and "ok" in value:
-            return value
-    err = stderr if isinstance(stderr, str) else bytes(stderr).decode("utf-8", "replace")
-    detail = " | ".join(err.strip().splitlines()[-3:])
+async def _run_script(
+    pool: HostPool,
+    host: str,
+    argv: list[str],
+    token: str | None,
+    python: str,
+    on_progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
+    """Run the script with the token on stdin; progress lines as they come, then the answer.
+
+    The remote process group is killed if this is cancelled (the .part stays
+    and a rerun continues it).
+    """
+    answer: dict[str, Any] | None = None
+    err = ""
+    try:
+        async with pool.stream(host, argv, encoding="utf-8") as proc:
+            proc.stdin.write((token or "") + "\n")
+            proc.stdin.write_eof()
+            errors = asyncio.ensure_future(proc.stderr.read())
+            try:
+                async for line in proc.stdout:
+                    try:
+                        value = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    if not isinstance(value, dict):
+                        continue
+                    if "ok" in value:
+                        answer = value
+                    elif "progress" in value and on_progress is not None:
+                        on_progress(int(value["progress"]), int(value.get("total") or 0))
+                err = await errors
+            finally:
+                errors.cancel()
+            await proc.wait()
+    except RemoteError as exc:
+        raise TransferError(str(exc), kind="unreachable") from None
+    if answer is not None:
+        return answer
+    detail = " | ".join(str(err).strip().splitlines()[-3:])
     raise TransferError(f"{host}: the download with {python} failed ({detail or 'no output'})")

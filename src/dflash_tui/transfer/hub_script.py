@@ -11,7 +11,8 @@ downloads them with `snapshot_download` into `DEST.part/`, checks every
 file (size, then the LFS sha256 or the git blob sha1), drops
 huggingface_hub's own bookkeeping folder and renames `DEST.part` to `DEST`.
 A rerun continues an interrupted `.part` (huggingface_hub resumes files).
-The last line of stdout is one JSON object: `{"ok": true, ...}` or
+While downloading it prints `{"progress": BYTES, "total": BYTES}` lines (once a
+second); the last line of stdout is one JSON object: `{"ok": true, ...}` or
 `{"ok": false, "error": KIND, "status": HTTP, "message": ...}`.
 """
 
@@ -83,10 +84,28 @@ except OSError as exc:
     say(ok=False, error="missing", status=0, message="parent of " + dest + ": " + str(exc))
 if free < need:
     say(ok=False, error="disk_full", status=0, message="%s: %d bytes to write, %d free" % (dest, need, free))
+import threading
+
+def progress(stop):
+    while not stop.wait(1.0):
+        done = 0
+        for root, _dirs, names in os.walk(part):
+            for name in names:
+                try:
+                    done += os.path.getsize(os.path.join(root, name))
+                except OSError:
+                    pass
+        sys.stdout.write(json.dumps({"progress": done, "total": need}) + "\n")
+        sys.stdout.flush()
+
+stop = threading.Event()
+threading.Thread(target=progress, args=(stop,), daemon=True).start()
 try:
     snapshot_download(repo, revision=commit, local_dir=part, token=token, endpoint=endpoint)
 except Exception as exc:
+    stop.set()
     fail(exc)
+stop.set()
 
 def sha256(path):
     h = hashlib.sha256()
