@@ -267,11 +267,13 @@ class S3Store:
         return bool(out.get("Contents"))
 
     async def read_range(
-        self, key: str, offset: int, length: int, *, etag: str | None = None
+        self, key: str, offset: int, length: int, *, etag: str | None = None, digest: Any = None
     ) -> AsyncIterator[bytes]:
         """Bytes [offset, offset + length) of an object, streamed in chunks (ranged GET).
 
         With `etag`, a changed object fails the request instead of mixing versions.
+        With `digest` (a hashlib object), each chunk is hashed on the store's thread
+        as it is read, off the event loop.
         """
         if length <= 0:
             return
@@ -283,7 +285,9 @@ class S3Store:
         try:
             left = length
             while left > 0:
-                chunk = await self.run(functools.partial(body.read, min(READ_CHUNK, left)))
+                chunk = await self.run(
+                    functools.partial(_read, body, min(READ_CHUNK, left), digest)
+                )
                 if not chunk:
                     raise ConnectionLost(
                         f"store {self.name}", f"{self.url(key)}: the download ended early"
@@ -330,6 +334,13 @@ class S3Store:
         except TransferError as exc:
             if exc.kind not in ("no_upload", "missing"):
                 raise
+
+
+def _read(body: Any, n: int, digest: Any) -> bytes:
+    chunk = body.read(n)
+    if digest is not None and chunk:
+        digest.update(chunk)
+    return chunk
 
 
 def join_key(*parts: str) -> str:

@@ -183,8 +183,10 @@ class Download(StoreTransfer):
         if job.info.sha256:
             return job.info.sha256
         digest = hashlib.sha256()
-        async for chunk in self.client.read_range(key, 0, job.file.size, etag=job.info.etag):
-            digest.update(chunk)
+        async for _chunk in self.client.read_range(
+            key, 0, job.file.size, etag=job.info.etag, digest=digest
+        ):
+            pass
         return digest.hexdigest()
 
     async def _dst_hash(self, path: str) -> str:
@@ -254,10 +256,9 @@ class Download(StoreTransfer):
                 err = asyncio.ensure_future(writer.read_stderr())
                 try:
                     async for chunk in self.client.read_range(
-                        job.src_path, rng.offset, rng.length, etag=job.info.etag
+                        job.src_path, rng.offset, rng.length, etag=job.info.etag, digest=digest
                     ):
                         await writer.write(chunk)
-                        digest.update(chunk)
                         moved += len(chunk)
                         self.bytes_sent += len(chunk)
                         tracker.advance(job.label, len(chunk))
