@@ -80,6 +80,7 @@ def test_commands_start_without_boto3_and_a_store_says_what_to_install(tmp_path:
         "import dflash_tui.cli as cli, dflash_tui.transfer\n"
         "cli.build_parser()\n"
         "assert 'boto3' not in sys.modules and 'botocore' not in sys.modules, 'boto3 imported'\n"
+        "assert 'huggingface_hub' not in sys.modules, 'huggingface_hub imported'\n"
         "sys.modules['boto3'] = None  # as if not installed\n"
         "import asyncio\n"
         "from dflash_tui.config import StoreConfig\n"
