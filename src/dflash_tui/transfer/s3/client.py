@@ -223,12 +223,16 @@ class S3Store:
         return ObjectInfo(key, int(out["ContentLength"]), out.get("ETag", ""), meta.get("sha256"))
 
     async def check_bucket(self) -> float:
-        """Seconds one HeadBucket took; TransferError when the bucket is missing or refused."""
+        """Seconds one HeadBucket took; TransferError when the bucket is missing, the
+        credentials are refused or the endpoint does not answer. A 403 (a policy that
+        grants objects under the prefix but not HeadBucket) still counts as an answer."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
             await self.call("head_bucket")
         except TransferError as exc:
+            if exc.kind == "permission":
+                return loop.time() - started
             if exc.kind == "missing":
                 raise TransferError(
                     f"store {self.name}: no such bucket {self.config.bucket!r}"
