@@ -39,15 +39,13 @@ def test_the_secret_key_is_in_no_output_and_not_in_the_state(store_config, s3: S
     config.write_text(broken)
     runs = [
         cli(config, "relay", f"a:{src}", "bk:c/", "--range-mib", "5"),
-        cli(config, "relay", f"a:{src}", "bk:c2/", "--range-mib", "5", "--json"),
         cli(config, "relay", "bk:c/ckpt", f"a:{host.home / 'back'}", "--json"),
         cli(config, "relay", f"a:{src}", "gone:c/"),
-        cli(config, "relay", "--list"),
         cli(config, "relay", "--list", "--json"),
     ]
-    assert [r.returncode for r in runs] == [0, 0, 0, 1, 0, 0], [r.stderr for r in runs]
+    assert [r.returncode for r in runs] == [0, 0, 1, 0], [r.stderr for r in runs]
     assert "verified: bk:c/ckpt/model.safetensors" in runs[0].stdout
-    assert "no such bucket" in runs[3].stderr
+    assert "no such bucket" in runs[2].stderr
     for run in runs:
         for text in (run.stdout, run.stderr):
             assert s3.secret_key not in text
