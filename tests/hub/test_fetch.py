@@ -171,3 +171,12 @@ def test_cli_exit_codes_and_the_token_is_not_printed(hub_host, hub) -> None:
     for run in (gated, good, again, usage):
         assert token not in run.stdout + run.stderr
     assert f"Bearer {token}" in hub.authorizations
+
+
+async def test_a_missing_revision_is_named(hub_host, hub) -> None:
+    host, config = hub_host
+    async with relay_env(config) as (pool, conn):
+        with pytest.raises(HubError) as caught:
+            await fetch(pool, conn, "hf:org/good", f"a:{host.home / 'models'}", revision="v9")
+    assert caught.value.kind == "revision" and "no revision 'v9'" in caught.value.message
+    assert f"{hub.url}/org/good" in caught.value.hint
