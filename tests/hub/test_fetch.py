@@ -180,3 +180,27 @@ async def test_a_missing_revision_is_named(hub_host, hub) -> None:
             await fetch(pool, conn, "hf:org/good", f"a:{host.home / 'models'}", revision="v9")
     assert caught.value.kind == "revision" and "no revision 'v9'" in caught.value.message
     assert f"{hub.url}/org/good" in caught.value.hint
+
+
+async def test_the_fallback_can_be_a_store_copy_without_sha256_metadata(
+    sshd_factory, write_config, hub, s3
+) -> None:
+    host = sshd_factory("a")
+    (host.home / "out").mkdir()
+    files = {"config.json": b'{"hidden_size": 64}', "model.safetensors": os.urandom(3 << 20)}
+    client = s3.client()
+    for name, data in files.items():  # put there by someone else: no x-amz-meta-sha256
+        client.put_object(Bucket=s3.bucket, Key=f"backups/mirror/gated/{name}", Body=data)
+    config = write_config(
+        {"a": (host, {"python": sys.executable})}, extra=s3.store_table(), hf_endpoint=hub.url
+    )
+    async with relay_env(config) as (pool, conn):
+        result = await fetch(pool, conn, "hf:org/gated", f"a:{host.home / 'out'}", any_source=True)
+    assert result.via == "copy" and result.source == "bk:mirror/gated"
+    got = host.home / "out" / "gated"
+    assert {p.name: p.read_bytes() for p in got.iterdir()} == files
+    import hashlib
+
+    assert {f.path: f.sha256 for f in result.files} == {
+        n: hashlib.sha256(d).hexdigest() for n, d in files.items()
+    }
