@@ -6,8 +6,10 @@ side is `STORE:path`. Nothing here imports boto3 until a store is used.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
@@ -21,6 +23,9 @@ from dflash_tui.transfer.s3.endpoint import (
 )
 from dflash_tui.transfer.store import TransferRecord
 
+if TYPE_CHECKING:
+    from dflash_tui.transfer.relay import RelayOptions, TransferResult
+
 
 def involves_store(pool: HostPool, src: object, dst: object) -> bool:
     """Whether either side of `relay SRC DST` is a place in a store."""
@@ -29,8 +34,6 @@ def involves_store(pool: HostPool, src: object, dst: object) -> bool:
 
 
 def _side(pool: HostPool, word: object) -> Endpoint | StoreEndpoint:
-    import os
-
     if isinstance(word, (Endpoint, StoreEndpoint)):
         return word
     text = str(word)
@@ -49,10 +52,10 @@ async def store_relay(
     src: object,
     dst: object,
     *,
-    options,  # type: ignore[no-untyped-def]
+    options: RelayOptions,
     on_event: Callable[[TransferEvent], None] | None = None,
     record: TransferRecord | None = None,
-):  # type: ignore[no-untyped-def]
+) -> TransferResult:
     """Copy between a store and a host (or this machine), verified and resumable."""
     from dflash_tui.transfer.s3.download import Download
     from dflash_tui.transfer.s3.upload import Upload

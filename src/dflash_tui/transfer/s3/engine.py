@@ -13,7 +13,9 @@ import asyncio
 import random
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.endpoints import Endpoint
@@ -206,7 +208,9 @@ class StoreTransfer:
             if label in self.results:
                 self._emit_verified(self.results[label])
 
-    def _done(self, label: str, dst: str, size: int, sha_src: str, sha_dst: str, skipped: bool):  # type: ignore[no-untyped-def]
+    def _done(
+        self, label: str, dst: str, size: int, sha_src: str, sha_dst: str, skipped: bool
+    ) -> None:
         self.results[label] = FileResult(label, dst, size, sha_src, sha_dst, skipped)
         if self.tracker is not None:
             self._emit_verified(self.results[label])
@@ -219,18 +223,21 @@ class StoreTransfer:
         )
 
 
-async def limited_gather(limit: int, *calls):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+async def limited_gather(limit: int, *calls: Awaitable[T]) -> list[T]:
     """asyncio.gather with at most `limit` awaitables running at once."""
     semaphore = asyncio.Semaphore(limit)
 
-    async def one(call):  # type: ignore[no-untyped-def]
+    async def one(call: Awaitable[T]) -> T:
         async with semaphore:
             return await call
 
-    return await asyncio.gather(*(one(c) for c in calls))
+    return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
-async def run_workers(count: int, worker) -> None:  # type: ignore[no-untyped-def]
+async def run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None:
     """Run `count` copies of `worker()`; the first failure cancels the rest and is raised."""
     tasks = [asyncio.ensure_future(worker()) for _ in range(count)]
     try:

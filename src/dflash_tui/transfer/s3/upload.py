@@ -36,7 +36,7 @@ from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.engine import Planned, StoreTransfer, limited_gather, run_workers
 from dflash_tui.transfer.s3.scripts import HASH_PARTS
 from dflash_tui.transfer.scripts import SRC_RANGE, argv
-from dflash_tui.transfer.sides import Side, make_side
+from dflash_tui.transfer.sides import Output, Side, make_side
 from dflash_tui.transfer.verify import EMPTY_SHA256, Range, parse_dd_report, split_ranges
 
 MIN_PART_BYTES = 5 * 1024 * 1024  # S3's smallest part (but the last)
@@ -443,7 +443,5 @@ def _raise_collisions(problems: list[str]) -> None:
         raise TransferError("name collision: " + "; ".join(problems[:5]) + more, kind="collision")
 
 
-def _output(status: int | None, errors: str):  # type: ignore[no-untyped-def]
-    from dflash_tui.transfer.sides import Output
-
+def _output(status: int | None, errors: str) -> Output:
     return Output(status, b"", errors.encode())
