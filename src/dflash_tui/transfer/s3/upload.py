@@ -40,7 +40,7 @@ from dflash_tui.transfer.sides import Output, Side, make_side
 from dflash_tui.transfer.verify import EMPTY_SHA256, Range, parse_dd_report, split_ranges
 
 MIN_PART_BYTES = 5 * 1024 * 1024  # S3's smallest part (but the last)
-MAX_PART_BYTES = 64 * 1024 * 1024  # memory here: one part per stream
+MAX_PART_BYTES = 16 * 1024 * 1024  # memory here: one part per stream (4 streams: 64 MiB)
 MAX_PARTS = 10_000
 HASH_CONCURRENCY = 2
 HEAD_CONCURRENCY = 8
@@ -368,16 +368,18 @@ class Upload(StoreTransfer):
         """Bytes of one part from the source, checked against the source's own hash of them."""
         tracker = self.tracker
         assert tracker is not None
-        buf = bytearray()
+        chunks: list[bytes] = []
+        got = 0
         try:
             async with self.side.stream(argv(SRC_RANGE, job.src_path, rng.offset, rng.length)) as r:
                 err = asyncio.ensure_future(r.read_stderr())
                 try:
-                    while len(buf) < rng.length:
-                        chunk = await r.read_full(min(READ_BYTES, rng.length - len(buf)))
+                    while got < rng.length:
+                        chunk = await r.read_full(min(READ_BYTES, rng.length - got))
                         if not chunk:
                             break
-                        buf += chunk
+                        chunks.append(chunk)
+                        got += len(chunk)
                         self.bytes_sent += len(chunk)
                         tracker.advance(job.label, len(chunk))
                     text = (await err).decode("utf-8", "replace")
@@ -385,7 +387,7 @@ class Upload(StoreTransfer):
                 finally:
                     err.cancel()
         except BaseException:
-            self._rewind(job, len(buf))
+            self._rewind(job, got)
             raise
         where = f"{self.side.label}:{job.src_path}"
         report = parse_dd_report(text)
@@ -394,14 +396,15 @@ class Upload(StoreTransfer):
             problem = ConnectionLost(self.side.label, "connection lost while reading")
         elif status != 0 or report.errors:
             problem = describe_failure(where, _output(status, report.errors), "reading")
-        elif len(buf) != rng.length:
+        elif got != rng.length:
             problem = TransferError(
                 f"{where}: the file changed during the transfer (expected {rng.length} bytes at "
-                f"offset {rng.offset}, got {len(buf)}); run again to start it over",
+                f"offset {rng.offset}, got {got}); run again to start it over",
                 kind="changed",
             )
         if problem is None:
-            data = bytes(buf)
+            data = b"".join(chunks)
+            chunks.clear()
             sha = await self.client.run(lambda: hashlib.sha256(data).hexdigest())
             if sha == expected:
                 return data, sha
@@ -410,7 +413,7 @@ class Upload(StoreTransfer):
                 "host; is the file being written to?",
                 kind="changed",
             )
-        self._rewind(job, len(buf))
+        self._rewind(job, got)
         raise problem
 
     # ------------------------------------------------------------------ cleanup
