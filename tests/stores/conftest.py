@@ -8,7 +8,6 @@ secret key that tests then look for in every output and in the state folder.
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
 import sys
@@ -112,7 +111,3 @@ def files_containing(root: Path, needle: str) -> list[Path]:
         if path.is_file() and needle.encode() in path.read_bytes():
             found.append(path)
     return found
-
-
-def environ_without_secrets() -> dict[str, str]:
-    return dict(os.environ)
