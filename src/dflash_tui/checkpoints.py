@@ -474,6 +474,11 @@ async def inspect(
     """inspect_local or inspect_remote, by where the checkpoint is."""
     if location.host is None:
         return await asyncio.to_thread(inspect_local, location.path, sha256=sha256)
+    stores = getattr(getattr(pool, "config", None), "stores", {}) or {}
+    if location.host in stores:
+        from dflash_tui.transfer.s3.catalog import inspect_store
+
+        return await inspect_store(stores[location.host], location.path, sha256=sha256)
     if pool is None:
         raise CheckpointError(f"{location}: a remote checkpoint needs a host pool")
     return await inspect_remote(pool, location.host, location.path, sha256=sha256)
@@ -624,6 +629,7 @@ class Found:
     modified: float
     fingerprint: str
     copy_group: str = ""
+    place: str = "host"  # "host": `host` is a host; "store": a [stores.NAME], `path` under it
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -632,7 +638,7 @@ class Found:
 async def locate(
     pool: HostPool, name: str, *, sha256: bool = False
 ) -> tuple[list[Found], dict[str, str]]:
-    """Search every host's `model_roots` at once; returns (found, errors per host).
+    """Search every host's `model_roots` and every store at once; (found, errors per place).
 
     Copies with the same fingerprint share a `copy_group` letter (A, B, ...).
     """
@@ -647,14 +653,19 @@ async def locate(
             found.append(Found(host_name, path, int(size or 0), float(mtime), fingerprint))
         return found
 
-    outcomes = await asyncio.gather(
-        *(one(h.name, h.model_roots) for h in hosts), return_exceptions=True
-    )
+    stores = list(getattr(pool.config, "stores", {}).values())
+    calls = [one(h.name, h.model_roots) for h in hosts]
+    if stores:
+        from dflash_tui.transfer.s3.catalog import locate_store
+
+        calls += [locate_store(s, name, sha256=sha256) for s in stores]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
     found: list[Found] = []
     errors: dict[str, str] = {}
-    for host, outcome in zip(hosts, outcomes, strict=True):
+    places = [h.name for h in hosts] + [s.name for s in stores]
+    for place, outcome in zip(places, outcomes, strict=True):
         if isinstance(outcome, BaseException):
-            errors[host.name] = str(outcome)
+            errors[place] = getattr(outcome, "message", None) or str(outcome)
         else:
             found.extend(outcome)
     groups: dict[str, str] = {}

@@ -66,6 +66,24 @@ class ConsoleConfig:
     connect_timeout_s: float = 10.0
     keepalive_s: float = 15.0
     stall_after_s: float = 300.0
+    hf_endpoint: str | None = None  # a Hugging Face Hub mirror for `fetch hf:...`
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """One `[stores.NAME]` table: an S3 (or S3-compatible) place checkpoints live.
+
+    Only where the objects are; credentials come from the standard AWS chain
+    (environment, `profile` in ~/.aws, instance role) and are never in here.
+    """
+
+    name: str
+    url: str  # s3://bucket/prefix as written
+    bucket: str
+    prefix: str  # without leading or trailing '/' ('' for the whole bucket)
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +173,7 @@ class Config:
     checkpoints: tuple[CheckpointConfig, ...] = ()
     suites: tuple[SuiteConfig, ...] = ()
     keys: Mapping[str, str] = field(default_factory=dict)
+    stores: Mapping[str, StoreConfig] = field(default_factory=dict)
     line_index: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def host(self, name: str) -> HostConfig:
@@ -390,7 +409,7 @@ def _valid_regexes(patterns: tuple[str, ...]) -> str | None:
 
 # --------------------------------------------------------------------------- sections
 
-_TOP_KEYS = ("console", "hosts", "runs", "checkpoints", "suites", "keys")
+_TOP_KEYS = ("console", "hosts", "stores", "runs", "checkpoints", "suites", "keys")
 _CONSOLE_KEYS = (
     "results_dir",
     "state_dir",
@@ -400,7 +419,9 @@ _CONSOLE_KEYS = (
     "connect_timeout_s",
     "keepalive_s",
     "stall_after_s",
+    "hf_endpoint",
 )
+_STORE_KEYS = ("url", "endpoint_url", "region", "profile")
 _HOST_KEYS = (
     "address",
     "user",
@@ -463,7 +484,46 @@ def _console(ch: _Checker, raw: Mapping[str, Any], base: Path) -> ConsoleConfig:
         connect_timeout_s=_get(ch, raw, "connect_timeout_s", w, "float", 10.0, _positive),
         keepalive_s=_get(ch, raw, "keepalive_s", w, "float", 15.0, _positive),
         stall_after_s=_get(ch, raw, "stall_after_s", w, "float", 300.0, _positive),
+        hf_endpoint=_get(ch, raw, "hf_endpoint", w, "str", None, _http_url),
     )
+
+
+def _http_url(value: str) -> str | None:
+    if re.match(r"^https?://[^/\s]+", value):
+        return None
+    return 'expected an http:// or https:// URL such as "https://hf-mirror.example.org"'
+
+
+# S3 bucket names: 3-63 of lowercase letters, digits, '.', '-' (the AWS rules, loosely).
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def _store(ch: _Checker, name: str, raw: Any) -> StoreConfig | None:
+    where = f"stores.{name}"
+    table = ch.table(raw, where)
+    ch.unknown_keys(table, _STORE_KEYS, where)
+    if not _HOST_NAME.match(name):
+        ch.add(where, "store names may use letters, digits, '.', '_' and '-' only")
+    url = _get(ch, table, "url", where, "str")
+    endpoint = _get(ch, table, "endpoint_url", where, "str", None, _http_url)
+    region = _get(ch, table, "region", where, "str", None, _non_empty)
+    profile = _get(ch, table, "profile", where, "str", None, _non_empty)
+    if url is None:
+        return None
+    match = re.match(r"^s3://([^/]*)/?(.*)$", url)
+    if not match:
+        ch.add(f"{where}.url", f'expected "s3://bucket/prefix", got {url!r}')
+        return None
+    bucket, prefix = match.group(1), match.group(2).strip("/")
+    if not _BUCKET.match(bucket):
+        ch.add(
+            f"{where}.url",
+            f"{bucket!r} is not a valid bucket name (3-63 lowercase letters, digits, '.', '-')",
+        )
+        return None
+    if "//" in prefix:
+        ch.add(f"{where}.url", "the prefix must not contain empty path segments ('//')")
+    return StoreConfig(name, url, bucket, prefix, endpoint, region, profile)
 
 
 def _slurm(ch: _Checker, raw: Any, where: str) -> SlurmConfig:
@@ -701,6 +761,17 @@ def parse_config(text: str, path: Path) -> Config:
     for name, raw in ch.table(doc.get("hosts", {}), "hosts").items():
         hosts[name] = _host(ch, name, raw, base)
 
+    stores: dict[str, StoreConfig] = {}
+    for name, raw in ch.table(doc.get("stores", {}), "stores").items():
+        store = _store(ch, name, raw)
+        if name in hosts:
+            ch.add(
+                f"stores.{name}",
+                f'"{name}" is also a host; `{name}:path` must name one place, rename one of them',
+            )
+        elif store is not None:
+            stores[name] = store
+
     runs = [_run(ch, where, t) for where, t in _entries(ch, doc, "runs")]
     checkpoints = [_checkpoint(ch, where, t) for where, t in _entries(ch, doc, "checkpoints")]
     suites = [_suite(ch, where, t) for where, t in _entries(ch, doc, "suites")]
@@ -744,6 +815,7 @@ def parse_config(text: str, path: Path) -> Config:
         checkpoints=tuple(checkpoints),
         suites=tuple(suites),
         keys=keys,
+        stores=stores,
         line_index=index,
     )
 

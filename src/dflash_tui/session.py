@@ -42,6 +42,7 @@ from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.monitor import Monitor, MonitorOptions
 from dflash_tui.monitor.views import (
     HostReachabilityChanged,
+    HostUpdated,
     HostView,
     LogLine,
     MonitorEvent,
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 ALERT_STATES = (RunState.DEAD, RunState.STALLED)
 STOP_TIMEOUT_S = 8.0
 JOBS_POLL_S = 5.0
+STORE_PROBE_S = 30.0  # a HeadBucket per store; stores change rarely
 CALIBRATION_TTL_S = 30.0
 
 
@@ -160,6 +162,7 @@ class SessionAPI(Protocol):
     def run(self, name: str) -> RunView: ...
     def runs(self) -> tuple[RunView, ...]: ...
     def hosts(self) -> tuple[HostView, ...]: ...
+    def stores(self) -> tuple[Any, ...]: ...
     def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]: ...
     def watch_lines(self, run: str | None) -> None: ...
     def transfers(self) -> tuple[TransferView, ...]: ...
@@ -221,6 +224,8 @@ class ConsoleSession:
         self.evals_error: str | None = None
         self._started = False
         self._after_start: list[tuple[str, Callable[[], Awaitable[None]]]] = []
+        self._store_checks: dict[str, Any] = {}  # store name -> transfer.s3.probe.StoreCheck
+        self._store_clients: dict[str, Any] = {}  # store name -> S3Store (made on first use)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -235,6 +240,8 @@ class ConsoleSession:
         loop = asyncio.get_running_loop()
         for name, factory in self._after_start:
             self._tasks.append(loop.create_task(self._guarded(name, factory), name=name))
+        if self.config.stores:
+            self._tasks.append(loop.create_task(self._stores_loop(), name="stores:probe"))
 
     def after_start(self, name: str, factory: Callable[[], Awaitable[None]]) -> None:
         """Run `factory()` as a task of the session once it has started (cancelled by
@@ -377,6 +384,47 @@ class ConsoleSession:
 
     def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]:
         return self.monitor.lines(run, after_seq)
+
+    # ------------------------------------------------------------------ stores
+
+    def stores(self) -> tuple[Any, ...]:
+        """Each `[stores.NAME]` as last asked (`transfer.s3.probe.StoreCheck`), config order."""
+        if not self.config.stores:
+            return ()
+        from dflash_tui.transfer.s3.probe import pending
+
+        return tuple(
+            self._store_checks.get(name) or pending(store)
+            for name, store in self.config.stores.items()
+        )
+
+    def _store_client(self, name: str) -> Any:
+        client = self._store_clients.get(name)
+        if client is None:
+            from dflash_tui.transfer.s3 import S3Store
+
+            client = self._store_clients[name] = S3Store(self.config.stores[name], threads=2)
+        return client
+
+    async def _stores_loop(self) -> None:
+        """Ask every store for its bucket (HeadBucket), every max(refresh_s, STORE_PROBE_S)."""
+        from dflash_tui.transfer.s3.probe import check_store
+
+        interval = max(self.config.console.refresh_s, STORE_PROBE_S)
+        try:
+            while True:
+                names = list(self.config.stores)
+                checks = await asyncio.gather(
+                    *(check_store(self.config.stores[n], self._store_client(n)) for n in names)
+                )
+                for name, check in zip(names, checks, strict=True):
+                    self._store_checks[name] = check
+                    self._emit(HostUpdated(f"store:{name}", 0))
+                await asyncio.sleep(interval)
+        finally:
+            for client in self._store_clients.values():
+                client.close()
+            self._store_clients.clear()
 
     def watch_lines(self, run: str | None) -> None:
         """The run whose log is on screen: its lines come at once, the others gathered."""
@@ -719,8 +767,14 @@ class ConsoleSession:
         return result.transfer_id
 
     async def complete_path(self, host: str | None, prefix: str) -> list[str]:
-        """Completions of `prefix` on `host` (None: this machine) for the relay form."""
+        """Completions of `prefix` on `host` (None: this machine; a store's name: its keys)
+        for the relay form."""
         from dflash_tui.transfer import complete_path
+
+        if host is not None and host in self.config.stores:
+            from dflash_tui.transfer.s3.probe import complete_store
+
+            return await complete_store(self._store_client(host), prefix)
 
         return [c.text for c in await complete_path(self.pool, host, prefix)]
 

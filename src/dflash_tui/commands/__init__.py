@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "inspect",
     "locate",
     "relay",
+    "fetch",
     "eval",
     "jobs",
     "cancel",

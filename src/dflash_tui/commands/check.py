@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from typing import Any
 
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
 from dflash_tui.config import load_config
@@ -25,27 +26,48 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser(
         "check",
         parents=[common],
-        help="validate the config and connect to every host",
-        description="Validate hosts.toml, connect to every host concurrently and print a "
-        "reachability table. Exit 1 if any host is unreachable, 2 if the config (or its "
+        help="validate the config and connect to every host and store",
+        description="Validate hosts.toml, connect to every host (and ask every store for its "
+        "bucket) concurrently and print a reachability table. Exit 1 if any host or store is "
+        "unreachable, 2 if the config (or its "
         "[keys] table) is bad.",
     )
     add_json_flag(p)
     p.set_defaults(handler=run)
 
 
-async def _check(config_path: str | None) -> tuple[str, list[HostCheck]]:
+async def _check(config_path: str | None) -> tuple[str, list[HostCheck], list[Any]]:
     config = load_config(config_path)
     check_keymap(config)  # the console would refuse it: say so before connecting
+    stores: list[Any] = []
     async with HostPool(config) as pool:
-        return str(config.path), await check_hosts(pool)
+        hosts = check_hosts(pool)
+        if config.stores:  # boto3 only when there are stores
+            from dflash_tui.transfer.s3.probe import check_stores
+
+            found, stores = await asyncio.gather(hosts, check_stores(config.stores.values()))
+            return str(config.path), found, stores
+        return str(config.path), await hosts, stores
 
 
 def run(args: argparse.Namespace) -> int:
-    path, results = asyncio.run(_check(args.config))
+    path, results, stores = asyncio.run(_check(args.config))
     if args.json:
-        print_json({"config": path, "hosts": [r.as_dict() for r in results]})
+        out: dict[str, Any] = {"config": path, "hosts": [r.as_dict() for r in results]}
+        if stores:
+            out["stores"] = [s.as_dict() for s in stores]
+        print_json(out)
     else:
         rows = [{**r.as_dict(), "reachable": "yes" if r.reachable else "NO"} for r in results]
+        rows += [
+            {
+                **s.as_dict(),
+                "host": f"{s.store} (store)",
+                "address": s.url,
+                "via": s.endpoint,
+                "reachable": "yes" if s.reachable else "NO",
+            }
+            for s in stores
+        ]
         print_table(rows, COLUMNS)
-    return 0 if all(r.reachable for r in results) else 1
+    return 0 if all(r.reachable for r in results) and all(s.reachable for s in stores) else 1

@@ -108,9 +108,12 @@ async def _inspect(args: argparse.Namespace) -> tuple[CheckpointSummary, Checkpo
             and loc.host is not None
             and config is not None
             and loc.host not in config.hosts
+            and loc.host not in config.stores
         ):
             raise CommandError(
-                f"unknown host {loc.host!r} in {loc}; hosts: {', '.join(config.hosts)}", 2
+                f"unknown host or store {loc.host!r} in {loc}; hosts: {', '.join(config.hosts)}"
+                + (f"; stores: {', '.join(config.stores)}" if config.stores else ""),
+                2,
             )
     pool = HostPool(config) if config is not None else None
     try:

@@ -16,8 +16,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser(
         "locate",
         parents=[common],
-        help="find model directories by name on every host",
-        description="Search every host's model_roots concurrently for directories whose name "
+        help="find model directories by name on every host and store",
+        description="Search every host's model_roots and every [stores.NAME] concurrently for "
+        "directories (folders of keys, in a store) whose name "
         "contains NAME; list host, path, size, modified time, and which copies are identical "
         "(same COPY letter: same config.json and weight file sizes, or same sha256 with --sha256).",
     )
@@ -45,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
         rows = [
             {
                 "copy": f.copy_group,
-                "host": f.host,
-                "path": f.path,
+                "host": f.host if f.place == "host" else f"{f.host} (store)",
+                "path": f.path if f.place == "host" else f"{f.host}:{f.path}",
                 "size": f"{f.size_bytes / 1e9:.2f} GB"
                 if f.size_bytes >= 1e8
                 else f"{f.size_bytes / 1e6:.1f} MB",
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                 ],
             )
         else:
-            print(f"no directory matching {args.name!r} under any host's model_roots")
+            print(f"no directory matching {args.name!r} under any host's model_roots or store")
         for host, error in errors.items():
             print(f"error: {host}: {error}")
     return 1 if errors else 0

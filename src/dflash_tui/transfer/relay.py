@@ -678,6 +678,10 @@ async def relay(
     `resumable` says whether a rerun continues; `transfer_id` names the row).
     """
     options = options or RelayOptions()
+    from dflash_tui.transfer import s3  # a store on either side (no boto3 import until used)
+
+    if s3.involves_store(pool, src, dst):
+        return await s3.store_relay(pool, state_conn, src, dst, options=options, on_event=on_event)
     if isinstance(src, str) or isinstance(dst, str):
         a, b = parse_endpoints(pool, str(src), str(dst))
         src = a if isinstance(src, str) else src
@@ -714,6 +718,13 @@ async def resume_transfer(
         raise TransferError(
             f"transfer {transfer_id} is already running in process {record.pid}", kind="busy"
         )
+    from dflash_tui.transfer import s3
+
+    if record.mode == "store":
+        return await s3.store_relay(
+            pool, state_conn, record.src, record.dst, options=options or RelayOptions(),
+            on_event=on_event, record=record,
+        )  # fmt: skip
     options = replace(
         options or RelayOptions(), direct=record.mode == "direct", keep_local=record.keep_local
     )

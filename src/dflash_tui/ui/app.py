@@ -362,7 +362,11 @@ class DflashApp(App[int]):
         if not pane.visible_now:
             pane.mark_outdated()
             return
-        pane.update_hosts(self.session.hosts(), self.session.runs(), self.session.now())
+        stores = getattr(self.session, "stores", None)  # sessions without stores
+        pane.update_hosts(
+            self.session.hosts(), self.session.runs(), self.session.now(),
+            stores() if stores is not None else (),
+        )  # fmt: skip
 
     def fill_leaderboard(self) -> None:
         pane = self.main.query_one(LeaderboardPane)
@@ -698,7 +702,10 @@ class DflashApp(App[int]):
             if words is not None:
                 self.start_relay(*words)
 
-        self.push_screen(RelayForm(list(self.config.hosts), self.session.complete_path), started)
+        form = RelayForm(
+            list(self.config.hosts), self.session.complete_path, stores=list(self.config.stores)
+        )
+        self.push_screen(form, started)
 
     @work(group="transfer", exit_on_error=False)
     async def start_relay(self, src: str, dst: str) -> None:

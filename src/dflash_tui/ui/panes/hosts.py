@@ -1,9 +1,11 @@
 """The hosts pane: per host, reachability and latency, each GPU's utilisation and memory
-as bars, and the training processes the probes found there."""
+as bars, and the training processes the probes found there; then each store
+(`[stores.NAME]`): reachable, latency of one HeadBucket, its URL."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
@@ -33,6 +35,7 @@ class HostsPane(PaneMixin, VerticalScroll):
         super().__init__(id=id, classes=classes)
         self._hosts: tuple[HostView, ...] = ()
         self._runs: tuple[RunView, ...] = ()
+        self._stores: tuple[Any, ...] = ()  # transfer.s3.probe.StoreCheck
         self._now = 0.0
         self._width = 0
         self._lines = 0  # lines of the last draw
@@ -40,8 +43,15 @@ class HostsPane(PaneMixin, VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("", id="hosts-body")
 
-    def update_hosts(self, hosts: Sequence[HostView], runs: Sequence[RunView], now: float) -> None:
+    def update_hosts(
+        self,
+        hosts: Sequence[HostView],
+        runs: Sequence[RunView],
+        now: float,
+        stores: Sequence[Any] = (),
+    ) -> None:
         self._hosts, self._runs, self._now = tuple(hosts), tuple(runs), now
+        self._stores = tuple(stores)
         self.draw_or_defer()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -56,17 +66,41 @@ class HostsPane(PaneMixin, VerticalScroll):
         width = max(40, self.scrollable_content_region.width or 80)
         bar_w = 20 if width >= 110 else 10
         out = Text(no_wrap=True, overflow="ellipsis")
-        if not self._hosts:
+        if not self._hosts and not self._stores:
             out.append("No hosts in the config.", self._style("dim"))
         for i, host in enumerate(self._hosts):
             if i:
                 out.append("\n")
             self._host_lines(out, host, width, bar_w)
+        for store in self._stores:
+            out.append("\n")
+            self._store_lines(out, store, width)
         # A new height needs a layout pass; the same number of lines only a repaint
         # (a layout pass of the whole screen every probe cycle: 15% of an idle console).
         lines = out.plain.count("\n") + 1
         self.query_one("#hosts-body", Static).update(out, layout=lines != self._lines)
         self._lines = lines
+
+    def _store_lines(self, out: Text, store: Any, width: int) -> None:
+        if store.reachable is None:
+            status, style = "connecting...", "unknown"
+        elif store.reachable:
+            status, style = "up", "up"
+        else:
+            status, style = "DOWN", "down"
+        out.append(f"{store.store:<12}", self._style("name"))
+        out.append(f" {status:<13}", self._style(style))
+        latency = "-" if store.latency_ms is None else f"{store.latency_ms:.1f} ms"
+        out.append(f" {latency:>9}  {store.url}")
+        out.append(
+            "  store" + (f" at {store.endpoint}" if store.endpoint else ""), self._style("dim")
+        )
+        if store.probed_at:
+            age = max(0.0, self._now - store.probed_at)
+            out.append(f"  probed {fmt.short_duration(age)} ago", self._style("dim"))
+        out.append("\n")
+        if store.error:
+            out.append("  " + fmt.clip(store.error, width - 2) + "\n", self._style("down"))
 
     def _host_lines(self, out: Text, host: HostView, width: int, bar_w: int) -> None:
         if host.reachable is None:

@@ -1,5 +1,5 @@
-"""The relay form (`t`): source and destination as `host:path` (or a local path), with
-completion of remote paths; submitting hands both words to the App, which starts
+"""The relay form (`t`): source and destination as `host:path`, `STORE:path` (a
+`[stores.NAME]`) or a local path, with completion of remote paths and store keys; submitting hands both words to the App, which starts
 the transfer in the core.
 
 Completion is a function the App passes in (it asks the session); the form
@@ -82,30 +82,39 @@ class RelayForm(ModalScreen[tuple[str, str] | None]):
     RelayForm Button { margin: 0 0 0 1; min-width: 10; }
     """
 
-    def __init__(self, hosts: Sequence[str], complete: Complete) -> None:
+    def __init__(
+        self, hosts: Sequence[str], complete: Complete, *, stores: Sequence[str] = ()
+    ) -> None:
         super().__init__()
         self.hosts = list(hosts)
+        self.stores = list(stores)
+        self.places = self.hosts + self.stores  # both are `NAME:path`
         self.complete = complete
 
     def compose(self) -> ComposeResult:
         with Vertical(id="relay-box") as box:
             box.border_title = "Relay: copy between hosts, verified (esc cancels)"
-            yield Label("Source (host:path or a local path)")
+            yield Label(
+                "Source (host:path, store:path or a local path)"
+                if self.stores
+                else "Source (host:path or a local path)"
+            )
             yield Input(
                 placeholder="storage:models/step4000",
                 id="relay-src",
-                suggester=PathSuggester(self.hosts, self.complete, self._shower("src")),
+                suggester=PathSuggester(self.places, self.complete, self._shower("src")),
             )
             yield Static("", id="relay-src-candidates", classes="candidates", markup=False)
             yield Label("Destination")
             yield Input(
                 placeholder="evalbox:models/",
                 id="relay-dst",
-                suggester=PathSuggester(self.hosts, self.complete, self._shower("dst")),
+                suggester=PathSuggester(self.places, self.complete, self._shower("dst")),
             )
             yield Static("", id="relay-dst-candidates", classes="candidates", markup=False)
+            stores = f"; stores: {', '.join(self.stores)}" if self.stores else ""
             yield Static(
-                "right arrow accepts a completion; hosts: " + ", ".join(self.hosts),
+                "right arrow accepts a completion; hosts: " + ", ".join(self.hosts) + stores,
                 classes="candidates",
                 markup=False,
             )

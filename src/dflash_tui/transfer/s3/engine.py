@@ -1,0 +1,256 @@
+"""What store transfers share with host relays: the transfers row, retries, events, results.
+
+A store transfer is a row in the same `transfers` table as a host relay (so
+`relay --list`, `--resume` and the transfers pane show it), emits the same
+events, and returns the same TransferResult. A dropped SSH link or a
+transient S3 error is retried with backoff; each attempt picks up from what
+the state database and the store say is already there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from dflash_tui.remote.pool import HostPool
+from dflash_tui.transfer.endpoints import Endpoint
+from dflash_tui.transfer.errors import ConnectionLost, TransferError
+from dflash_tui.transfer.events import (
+    EventSink,
+    FileVerified,
+    ProgressTracker,
+    Retrying,
+    TransferEvent,
+    TransferFailed,
+    TransferFinished,
+    TransferStarted,
+)
+from dflash_tui.transfer.relay import FileResult, RelayOptions, TransferResult
+from dflash_tui.transfer.s3.client import S3Store
+from dflash_tui.transfer.s3.endpoint import StoreEndpoint
+from dflash_tui.transfer.s3.state import UploadState
+from dflash_tui.transfer.store import TransferRecord, TransferStore
+
+MODE = "store"
+
+
+def _noop(_event: TransferEvent) -> None:
+    return None
+
+
+@dataclass
+class Planned:
+    """A file's label, size and bytes already at the destination when the transfer starts."""
+
+    label: str
+    size: int
+    already: int = 0
+
+
+class StoreTransfer:
+    """Base of the upload and the download: bookkeeping around `_attempt`."""
+
+    def __init__(
+        self,
+        pool: HostPool,
+        conn: sqlite3.Connection,
+        src: Endpoint | StoreEndpoint,
+        dst: Endpoint | StoreEndpoint,
+        store: S3Store,
+        options: RelayOptions,
+        on_event: EventSink | None,
+        record: TransferRecord | None,
+    ) -> None:
+        self.pool = pool
+        self.transfers = TransferStore(conn)
+        self.uploads = UploadState(conn)
+        self.src = src
+        self.dst = dst
+        self.client = store
+        self.options = options
+        self.sink = on_event or _noop
+        self.record = record
+        self.resumed = record is not None
+        self.range_bytes = record.range_bytes if record else options.range_bytes
+        self.transfer_id = record.id if record else ""
+        self.results: dict[str, FileResult] = {}
+        self.order: list[str] = []
+        self.tracker: ProgressTracker | None = None
+        self.bytes_sent = 0
+        self.bytes_total = 0
+        self.started = time.monotonic()
+        self.dst_label = str(dst)
+
+    # ------------------------------------------------------------------ top level
+
+    async def run(self) -> TransferResult:
+        if self.options.keep_local or self.options.direct:
+            raise TransferError(
+                "--keep-local and --direct are for host-to-host relays, not stores", kind="usage"
+            )
+        if self.options.streams < 1 or self.range_bytes < 1:
+            raise TransferError("streams and range size must be positive", kind="usage")
+        if self.record is None:
+            self.transfer_id = self.transfers.create(
+                str(self.src), str(self.dst), mode=MODE, keep_local=None,
+                range_bytes=self.range_bytes,
+            )  # fmt: skip
+        else:
+            self.transfers.claim(self.transfer_id)
+        try:
+            await self._attempts()
+        except TransferError as exc:
+            await self._fail(exc)
+            raise
+        except BaseException:
+            await self._stop()
+            self.transfers.finish(
+                self.transfer_id, "interrupted", error="stopped", error_kind="stopped",
+                resumable=True,
+            )  # fmt: skip
+            raise
+        finally:
+            self.client.close()
+        await self._stop()
+        elapsed = time.monotonic() - self.started
+        self.transfers.set_done_bytes(self.transfer_id, self.bytes_total)
+        self.transfers.finish(self.transfer_id, "done")
+        files = [self.results[label] for label in self.order if label in self.results]
+        rate = self.bytes_sent / elapsed if elapsed > 0 else 0.0
+        self.sink(
+            TransferFinished(
+                self.transfer_id, len(files), self.bytes_total, self.bytes_sent, elapsed, rate
+            )
+        )
+        return TransferResult(
+            self.transfer_id, str(self.src), self.dst_label, MODE, files, self.bytes_total,
+            self.bytes_sent, elapsed, self.resumed,
+        )  # fmt: skip
+
+    async def _attempts(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                await self._attempt(first=attempt == 0)
+                return
+            except ConnectionLost as exc:
+                await self._stop()
+                if attempt >= self.options.retries:
+                    raise TransferError(
+                        f"{exc.message}; gave up after {attempt} retries",
+                        kind="connection",
+                        resumable=True,
+                    ) from None
+                attempt += 1
+                delay = min(
+                    self.options.backoff_cap_s, self.options.backoff_base_s * 2 ** (attempt - 1)
+                ) * random.uniform(0.8, 1.0)
+                self.sink(
+                    Retrying(self.transfer_id, attempt, self.options.retries, delay, exc.message)
+                )
+                await asyncio.sleep(delay)
+
+    async def _fail(self, exc: TransferError) -> None:
+        await self._stop()
+        if not exc.resumable:
+            try:
+                await self._cleanup()
+            except TransferError:
+                pass
+        hint = (
+            f"run the same command again (or `dflash-tui relay --resume {self.transfer_id}`) "
+            "to continue from what is already there"
+            if exc.resumable
+            else ""
+        )
+        self.transfers.finish(
+            self.transfer_id,
+            "interrupted" if exc.resumable else "failed",
+            error=exc.message,
+            error_kind=exc.kind,
+            resumable=exc.resumable,
+        )
+        self.sink(TransferFailed(self.transfer_id, exc.message, exc.kind, exc.resumable, hint))
+        exc.transfer_id = self.transfer_id  # type: ignore[attr-defined]
+        exc.hint = hint  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ for subclasses
+
+    async def _attempt(self, *, first: bool) -> None:
+        raise NotImplementedError
+
+    async def _stop(self) -> None:
+        """Stop background work between attempts and at the end."""
+
+    async def _cleanup(self) -> None:
+        """A failure that cannot be resumed leaves nothing partial behind."""
+
+    def _announce(self, files: list[Planned], src: str, dst: str, count: int) -> None:
+        if self.tracker is not None:
+            return
+        total = sum(f.size for f in files)
+        already = sum(f.already for f in files)
+        self.tracker = ProgressTracker(
+            self.transfer_id, self.sink, overall_total=total,
+            interval_s=self.options.progress_interval_s,
+        )  # fmt: skip
+        for f in files:
+            self.tracker.add_file(f.label, f.size, f.already)
+        self.sink(
+            TransferStarted(self.transfer_id, src, dst, MODE, count, total, already, self.resumed)
+        )
+        for label in self.order:
+            if label in self.results:
+                self._emit_verified(self.results[label])
+
+    def _done(
+        self, label: str, dst: str, size: int, sha_src: str, sha_dst: str, skipped: bool
+    ) -> None:
+        self.results[label] = FileResult(label, dst, size, sha_src, sha_dst, skipped)
+        if self.tracker is not None:
+            self._emit_verified(self.results[label])
+
+    def _emit_verified(self, r: FileResult) -> None:
+        self.sink(
+            FileVerified(
+                self.transfer_id, r.path, r.dst, r.size, r.sha256_src, r.sha256_dst, r.skipped
+            )
+        )
+
+
+T = TypeVar("T")
+
+
+async def limited_gather(limit: int, *calls: Awaitable[T]) -> list[T]:
+    """asyncio.gather with at most `limit` awaitables running at once."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(call: Awaitable[T]) -> T:
+        async with semaphore:
+            return await call
+
+    return list(await asyncio.gather(*(one(c) for c in calls)))
+
+
+async def run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None:
+    """Run `count` copies of `worker()`; the first failure cancels the rest and is raised."""
+    tasks = [asyncio.ensure_future(worker()) for _ in range(count)]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            exc = task.exception()
+            if exc is not None:
+                raise exc
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except BaseException:
+                pass
