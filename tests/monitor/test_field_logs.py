@@ -118,6 +118,7 @@ class Seen:
     live: dict[str, dict[str, Any]]
     status: dict[str, dict[str, Any]]
     dropped: list[AcceptanceDropped]
+    table: str
 
 
 def _runs_toml(folder: Path) -> str:
@@ -186,15 +187,17 @@ def seen(tmp_path_factory: pytest.TempPathFactory, client_key: ClientKey) -> Ite
             console={"refresh_s": 0.5},
         )
         live, dropped = asyncio.run(_follow(config_path, folder))
-        out = subprocess.run(
-            [sys.executable, "-m", "dflash_tui", "status", "--json", "--config", str(config_path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert out.stdout, out.stderr
-        status = {r["name"]: r for r in json.loads(out.stdout)["runs"]}
-        yield Seen(live, status, dropped)
+
+        def status(*flags: str) -> str:
+            argv = [sys.executable, "-m", "dflash_tui", "status", *flags]
+            out = subprocess.run(
+                [*argv, "--config", str(config_path)], capture_output=True, text=True, timeout=60
+            )
+            assert out.stdout, out.stderr
+            return out.stdout
+
+        runs = {r["name"]: r for r in json.loads(status("--json"))["runs"]}
+        yield Seen(live, runs, dropped, status())
     finally:
         host.stop()
 
@@ -245,3 +248,10 @@ def test_served_acceptance_falling_well_below_its_level_raises_one_event(seen: S
     assert [(d.run, d.level > 3.4, d.value < 2.3) for d in seen.dropped] == [
         ("vllm-serve", True, True)
     ]
+
+
+def test_status_table_shows_served_acceptance_in_the_tau_column(seen: Seen) -> None:
+    rows = {line.split()[0]: line for line in seen.table.splitlines() if line.strip()}
+    assert "1.98=" in rows["vllm-serve"] and "3.12=" in rows["sglang-serve"]
+    assert "100/120" in rows["specforge-dflash"]
+    assert "= acceptance length the server reports (vLLM, SGLang)" in seen.table

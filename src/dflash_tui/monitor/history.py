@@ -249,9 +249,9 @@ class History:
         """Record one parsed line (`recv`: when it arrived, for live lines). True if a point changed."""
         self.version += 1
         if m.accept_len is not None:
-            self.served.add(m.accept_len, m.accept_per_position)
             if m.tok_s is not None:
                 self._latest["tok_s"] = m.tok_s
+            self.served.add(m.accept_len, m.accept_per_position, self._latest.get("tok_s"))
             return True
         if m.bar:
             if self._log_steps:
@@ -464,11 +464,10 @@ class History:
         if self._series is not None and self._series[0] == self.version:
             return self._series[1]
         if self.is_served:
-            reports, values, emas = self.served.columns()
-            rate = self._latest.get("tok_s")
+            reports, values, emas, rates = self.served.columns()
             served = HistorySeries(
                 steps=reports,
-                tok_s=(NAN,) * (len(reports) - 1) + (NAN if rate is None else rate,),
+                tok_s=rates,
                 accept_len=values,
                 accept_len_ema=emas,
                 served=True,

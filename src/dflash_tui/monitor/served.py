@@ -14,6 +14,7 @@ number. `ServedAcceptance` holds the last `keep` reports and gives:
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ class ServedAcceptance:
     ) -> None:
         self.values: deque[float] = deque(maxlen=keep)
         self.emas: deque[float] = deque(maxlen=keep)
+        self.rates: deque[float] = deque(maxlen=keep)  # generated tokens/s (nan: unknown)
         self.first_index = 0  # report number of values[0]
         self.alpha = 2.0 / (ema_span + 1)
         self.slope_reports = slope_reports
@@ -77,14 +79,20 @@ class ServedAcceptance:
     def __len__(self) -> int:
         return len(self.values)
 
-    def add(self, length: float, per_position: tuple[float, ...] | None = None) -> None:
-        """Record one report."""
+    def add(
+        self,
+        length: float,
+        per_position: tuple[float, ...] | None = None,
+        rate: float | None = None,
+    ) -> None:
+        """Record one report (`rate`: the server's generated tokens/s then, if known)."""
         prev = self.emas[-1] if self.emas else None
         ema = length if prev is None else prev + self.alpha * (length - prev)
         if len(self.values) == self.values.maxlen:
             self.first_index += 1
         self.values.append(length)
         self.emas.append(ema)
+        self.rates.append(math.nan if rate is None else rate)
         if per_position is not None:
             self.per_position = per_position
         self.count += 1
@@ -126,13 +134,16 @@ class ServedAcceptance:
             per_position=self.per_position,
         )
 
-    def columns(self) -> tuple[tuple[int, ...], tuple[float, ...], tuple[float, ...]]:
-        """Report numbers, values and EMAs of the retained reports (for a plot)."""
+    def columns(
+        self,
+    ) -> tuple[tuple[int, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        """Report numbers, values, EMAs and rates of the retained reports (for a plot)."""
         first = self.first_index
         return (
             tuple(range(first + 1, first + 1 + len(self.values))),
             tuple(self.values),
             tuple(self.emas),
+            tuple(self.rates),
         )
 
 
