@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from dflash_tui.monitor.history import History
+from dflash_tui.monitor.history import History, LazySeries
 from dflash_tui.monitor.lines import clean_line
 from dflash_tui.monitor.metrics import MetricParser, Metrics
 
@@ -227,5 +227,7 @@ def test_served_acceptance_trend_and_drop() -> None:
         h.add(Metrics(accept_len=length))
     view = h.served.view()
     assert view is not None and view.dropped and view.slope_per_100_reports < 0
+    lazy = LazySeries(h)  # what a RunView carries: read without building the columns
+    assert lazy.served and len(lazy) == 18 and lazy.last_value("accept_len") == 2.0
     series = h.series()
     assert series.served and series.accept_len[-1] == 2.0 and series.steps[-1] == 18

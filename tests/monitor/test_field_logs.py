@@ -119,6 +119,7 @@ class Seen:
     status: dict[str, dict[str, Any]]
     dropped: list[AcceptanceDropped]
     table: str
+    dropped_after_reload: list[AcceptanceDropped]
 
 
 def _runs_toml(folder: Path) -> str:
@@ -165,6 +166,27 @@ async def _follow(config_path: Path, folder: Path) -> tuple[dict[str, Any], list
             await monitor.stop()
 
 
+async def _reopen(config_path: Path, folder: Path) -> list[AcceptanceDropped]:
+    """A console opened on the finished logs: the vLLM log's drop is in its past; one
+    more low report arrives live (still dropped: no change, so no event)."""
+    config = load_config(config_path)
+    dropped: list[AcceptanceDropped] = []
+    async with HostPool(config) as pool:
+        monitor = Monitor(config, pool, options=MonitorOptions(poll_s=0.05))
+        monitor.subscribe(lambda e: dropped.append(e) if isinstance(e, AcceptanceDropped) else None)
+        await monitor.start()
+        try:
+            served = lambda m: m.run_view("vllm-serve").acceptance  # noqa: E731
+            assert await monitor.wait_for(lambda m: served(m) is not None, 20)
+            report = (FIELD_LOGS / "vllm_server.log").read_bytes().splitlines(keepends=True)[-2]
+            with (folder / "vllm_server.log").open("ab") as f:
+                f.write(report)
+            assert await monitor.wait_for(lambda m: served(m).reports == 16, 20)
+            return dropped
+        finally:
+            await monitor.stop()
+
+
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory, client_key: ClientKey) -> Iterator[Seen]:
     from tests.conftest import _require_sshd
@@ -197,7 +219,8 @@ def seen(tmp_path_factory: pytest.TempPathFactory, client_key: ClientKey) -> Ite
             return out.stdout
 
         runs = {r["name"]: r for r in json.loads(status("--json"))["runs"]}
-        yield Seen(live, runs, dropped, status())
+        table = status()
+        yield Seen(live, runs, dropped, table, asyncio.run(_reopen(config_path, folder)))
     finally:
         host.stop()
 
@@ -248,6 +271,7 @@ def test_served_acceptance_falling_well_below_its_level_raises_one_event(seen: S
     assert [(d.run, d.level > 3.4, d.value < 2.3) for d in seen.dropped] == [
         ("vllm-serve", True, True)
     ]
+    assert seen.dropped_after_reload == []  # a drop in the log's past is not a change
 
 
 def test_status_table_shows_served_acceptance_in_the_tau_column(seen: Seen) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from textual.widgets import Static
 
 from dflash_tui.evals.estimate import estimate_tau
-from dflash_tui.monitor.history import History, Trend
+from dflash_tui.monitor.history import History, LazySeries, Trend
 from dflash_tui.monitor.lines import clean_line, split_lines
 from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.monitor.views import AcceptanceDropped, LogLine
@@ -53,7 +53,7 @@ def served_session() -> FixtureSession:
         acc_per_position_step=None,
         tau=estimate_tau(),
         acceptance=history.served.view(),
-        series=history.series(),
+        series=LazySeries(history),  # what the monitor hands out
         lines=tuple(LogLine(i, t) for i, t in enumerate(texts, start=1)),
         last_seq=len(texts),
         log_changed_at=NOW - 2,

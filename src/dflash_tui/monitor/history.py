@@ -167,7 +167,10 @@ class LazySeries(HistorySeries):
 
     def __len__(self) -> int:
         built = object.__getattribute__(self, "_built")
-        return len(built) if built is not None else len(object.__getattribute__(self, "_history"))
+        if built is not None:
+            return len(built)
+        history = object.__getattribute__(self, "_history")
+        return len(history.served) if history.is_served else len(history)
 
     def last_value(self, name: str) -> float | None:
         """As HistorySeries.last_value, read from the history without building the columns."""

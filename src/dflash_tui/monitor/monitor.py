@@ -539,6 +539,8 @@ class Monitor:
         )
         run.history = history
         run.series = None
+        # A drop already in the log's past is news, not a change: only a live one alerts.
+        run.acceptance_dropped = history.served.dropped()
         run.position = backlog.position
         run.step_lines = backlog.step_lines
         run.lines_parsed += backlog.parsed
