@@ -127,6 +127,17 @@ def test_speculators_record_wrapped_by_rich_joins_on_its_step_line() -> None:
     assert fresh is not None and (fresh.step, fresh.loss) == (60, None)
 
 
+def test_speculators_eagle3_per_step_accuracies_are_per_position() -> None:
+    m = parse(
+        "[07:00:22] INFO     train/loss_0=2.100, train/full_acc_0=0.700, train/cond_acc_0=0.700, "
+        "train/loss_1=2.400, train/full_acc_1=0.500, train/cond_acc_1=0.714, "
+        "train/loss_2=2.700, train/full_acc_2=0.300, train/cond_acc_2=0.600, "
+        "profile/tokens_per_s=3.90e+04, epoch=1, lr=1.00e-04, global_step=300"
+    )
+    assert (m.step, m.acc, m.loss, m.tok_s) == (300, None, None, 39000.0)
+    assert m.acc_per_position == (0.7, 0.5, 0.3)
+
+
 def test_speculators_validation_record_is_eval() -> None:
     m = parse("[07:00:24] INFO     val/loss_epoch=1.900, val/full_acc_epoch=0.333, epoch=0")
     assert (m.loss, m.acc, m.eval_loss, m.eval_acc) == (None, None, 1.9, 0.333)

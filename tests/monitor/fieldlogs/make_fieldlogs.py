@@ -37,6 +37,7 @@ import io
 import logging
 import math
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -56,7 +57,7 @@ class Clock:
 def _logger(stream: io.TextIOBase, fmt: str, datefmt: str, clock: Clock, name: str):
     handler = logging.StreamHandler(stream)
     formatter = logging.Formatter(fmt, datefmt)
-    formatter.converter = __import__("time").gmtime
+    formatter.converter = time.gmtime
     handler.setFormatter(formatter)
 
     def stamp(record: logging.LogRecord) -> bool:
@@ -310,7 +311,7 @@ def speculators(width: int) -> bytes:
     log.handlers[:] = [handler]
     log.setLevel(logging.INFO)
     log.propagate = False
-    __import__("time").localtime = __import__("time").gmtime  # [%X] in UTC, fixed
+    time.localtime = time.gmtime  # rich formats [%X] with localtime: UTC, fixed
 
     def emit(record: dict[str, object]) -> None:
         flat = _flatten(record)
@@ -361,13 +362,12 @@ def speculators(width: int) -> bytes:
 
 def vllm_server() -> bytes:
     """vLLM (V1 engine, multi-process): throughput and spec-decode reports every 10 s."""
-    import time as _time
 
     lines = []
     prefix = "(APIServer pid=4321) "
 
     def stamp(t: float) -> str:
-        return _time.strftime("%m-%d %H:%M:%S", _time.gmtime(t))
+        return time.strftime("%m-%d %H:%M:%S", time.gmtime(t))
 
     t = START
     lines.append(
@@ -420,17 +420,16 @@ def vllm_server() -> bytes:
 
 def sglang_server() -> bytes:
     """SGLang with EAGLE/DFlash speculative decoding: a decode report every 40 batches."""
-    import time as _time
 
     lines = []
     t = START
     lines.append(
-        f"[{_time.strftime('%Y-%m-%d %H:%M:%S', _time.gmtime(t))}] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', speculative_algorithm='EAGLE3', speculative_num_steps=3)"
+        f"[{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(t))}] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', speculative_algorithm='EAGLE3', speculative_num_steps=3)"
     )
     lengths = [3.10, 3.18, 3.12, 3.20, 3.15, 3.17, 3.13, 3.19, 3.16, 3.14, 3.18, 3.15, 3.16, 3.12]
     for i, length in enumerate(lengths):
         t += 4
-        when = _time.strftime("%Y-%m-%d %H:%M:%S", _time.gmtime(t))
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
         lines.append(
             f"[{when}] Prefill batch, #new-seq: 1, #new-token: 512, #cached-token: 0, "
             f"token usage: 0.01, #running-req: 3, #queue-req: 0, "
