@@ -227,6 +227,14 @@ def test_a_bar_never_overrides_the_logs_own_step_nor_becomes_the_total() -> None
     assert (h.trend("loss").last, h.trend("acc").last) == (1.9555, 0.5523)
 
 
+def test_a_bar_keeps_counting_past_a_mere_mention_of_a_step() -> None:
+    h = History()
+    h.add(parse(BAR))
+    h.add(parse("Saving checkpoint at step 5000."))  # no values: not the log's own step line
+    h.add(parse(BAR.replace("19/40", "20/40").replace("loss=2.2182", "loss=2.2100")))
+    assert [(p.step, p.loss) for p in h.points()] == [(19, 2.2182), (20, 2.21)]
+
+
 def test_served_acceptance_trend_and_drop() -> None:
     h = History()
     for length in [3.5, 3.4, 3.6] * 5:

@@ -20,7 +20,8 @@ Derived values:
 - ETA = (total - step) / steps per second.
 
 Lines from a trainer's progress bar (`Metrics.bar`) give steps only until
-the log prints a step of its own: from then on a bar's counter (it restarts
+the log prints a step of its own with training values: from then on a bar's
+counter (it restarts
 each epoch) is ignored and its postfix values (one batch's) only fill what
 the log's latest step lacks. Evaluation metrics
 (`eval/`, `val/`) are kept apart, with the step they were logged at; per-position
@@ -263,8 +264,8 @@ class History:
                 if self.last_step is None:
                     return False
                 m = replace(m, step=self.last_step, bar=False)
-        elif m.step is not None:
-            self._log_steps = True
+        elif m.step is not None and (m.has_values or m.acc_position is not None):
+            self._log_steps = True  # a step line of the log's own ("at step 5000" is not one)
         if m.eval_loss is not None or m.eval_acc is not None:
             self.eval_loss = m.eval_loss if m.eval_loss is not None else self.eval_loss
             self.eval_acc = m.eval_acc if m.eval_acc is not None else self.eval_acc
