@@ -317,7 +317,17 @@ def speculators(width: int) -> bytes:
         flat = _flatten(record)
         log.info(", ".join(f"{k}={_speculators_value(v)}" for k, v in flat.items()))
 
-    for global_step in range(0, 60, 1):
+    # The trainer's bar is tqdm.rich's: not a terminal, it prints once, when the epoch ends.
+    import warnings
+
+    import rich
+    from tqdm import TqdmExperimentalWarning
+
+    warnings.filterwarnings("ignore", category=TqdmExperimentalWarning)
+    from tqdm.rich import tqdm
+
+    rich._console = console  # the one console rich's handler and progress share
+    for global_step in tqdm(range(60), desc="Epoch 0"):
         clock.now += 0.4
         if global_step % 5:
             continue
