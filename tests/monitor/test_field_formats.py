@@ -49,6 +49,9 @@ def test_a_bar_alone_gives_its_counter_as_a_bar_step_and_never_a_total() -> None
         MetricParser().parse("Evaluating Epoch 0: 100%|██████████| 8/8 [00:01<00:00,  5.00it/s]")
         is None
     )
+    rich_bar = "Epoch 0 100% ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 60/60  [ 0:00:00 < 0:00:00 , ? it/s ]"
+    m = parse(rich_bar)  # tqdm.rich's, once per epoch: its epoch, no step
+    assert (m.step, m.total, m.bar, m.epoch) == (None, None, False, 0)
 
 
 def test_specforge_unified_trainer_dict_lines() -> None:
