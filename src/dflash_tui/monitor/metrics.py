@@ -11,6 +11,20 @@ accuracies are read from JSON or `[...]` lists (`acc_per_position`) and from
 `acc_pos_N` / `acc_N` tokens. A leading `YYYY-MM-DD HH:MM:SS` timestamp is
 kept (as if UTC; only differences are used, for throughput in steps/s).
 
+The field's trainers and servers are read as they print (docs/monitoring.md
+has one line of each): a tqdm bar (`n/total [elapsed<remaining, rate,
+postfix]`) with a log line printed over it gives that line, the bar's
+postfix filling only what it lacks; a bar alone gives its counter as a step
+(`Metrics.bar`, which the history ignores once the log prints steps of its
+own) and never a total. `Total training steps: N`, `Total optimization steps
+= N` and SpecForge's `[N/TOTAL?]` are totals. `eval/`, `val/` keys are
+`eval_loss` / `eval_acc`, never the training ones; `position K, Acc: x`
+(SpecForge's EAGLE3 script) is one position's accuracy. A record that rich
+wraps over indented lines (speculators at 80 columns) is joined: the values of
+its first lines fill the line that names the step. vLLM's and SGLang's
+speculative-decoding reports give `accept_len` (and vLLM's per-position
+rates), their generation throughput `tok_s`.
+
 A run's `metric_patterns` (regexes with named groups step, total, loss, acc,
 lr, tok_s, ktok_s, epoch) replace the default parser for that run.
 
