@@ -12,7 +12,8 @@ without Textual.
 Events a subscriber gets, on the event loop that runs the session:
 - the monitor's own events (`RunUpdated`, `LinesAppended`, `RunStateChanged`,
   `HostUpdated`, `HostReachabilityChanged`; see `dflash_tui.monitor.views`);
-- `AlertRaised`: a run turned dead or stalled, or a host became unreachable
+- `AlertRaised`: a run turned dead or stalled, a host became unreachable, or
+  a serving run's acceptance length fell well below its recent level
   (once per transition; `ring` is False for the first thing ever seen about a
   run or host, which is news but not a change);
 - `TransfersChanged`: a transfer started, progressed, finished or failed;
@@ -41,6 +42,7 @@ from dflash_tui.config import Config
 from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.monitor import Monitor, MonitorOptions
 from dflash_tui.monitor.views import (
+    AcceptanceDropped,
     HostReachabilityChanged,
     HostUpdated,
     HostView,
@@ -348,6 +350,15 @@ class ConsoleSession:
             severity = "error" if event.new == RunState.DEAD else "warning"
             return AlertRaised(
                 "run", event.run, severity, f"{event.run} is {event.new}: {event.reason}", not first
+            )
+        if isinstance(event, AcceptanceDropped):
+            return AlertRaised(
+                "run",
+                event.run,
+                "warning",
+                f"{event.run}: served acceptance length {event.value:.2f}, "
+                f"well below its recent {event.level:.2f}",
+                True,
             )
         if isinstance(event, HostReachabilityChanged):
             first = event.host not in self._seen_hosts

@@ -53,7 +53,7 @@ def test_json_object_lines_with_per_position_accuracies() -> None:
         ("'step': 4, 'loss': 0.5", {"step": 4, "loss": 0.5}),
         (
             " 45%|####5     | 4500/10000 [01:23<01:40, 54.21it/s, loss=1.23, acc=0.45]",
-            {"step": 4500, "total": 10000, "loss": 1.23, "acc": 0.45},
+            {"step": 4500, "total": None, "bar": True, "loss": 1.23, "acc": 0.45},
         ),
         (
             "step 7 acc_pos_1=0.9 acc_pos_2=0.7",

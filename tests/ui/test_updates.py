@@ -18,11 +18,12 @@ from tests.ui.fixture_session import NOW, FixtureSession
 
 
 def grown(series, step: int):
-    """`series` with one more point at `step` (every column extended)."""
+    """`series` with one more point at `step` (every column it has extended)."""
     return dataclasses.replace(
         series,
         **{f.name: (*getattr(series, f.name), step if f.name == "steps" else getattr(series, f.name)[-1])
-           for f in dataclasses.fields(series)},
+           for f in dataclasses.fields(series)
+           if isinstance(getattr(series, f.name), tuple) and getattr(series, f.name)},
     )  # fmt: skip
 
 

@@ -85,7 +85,9 @@ def row(view: RunView, gpu: str) -> dict[str, Any]:
     if view.step is not None:
         step = f"{view.step}/{view.total_steps}" if view.total_steps else str(view.step)
     tau = None
-    if view.tau.value is not None:
+    if view.acceptance is not None and view.acceptance.last is not None:
+        tau = f"{view.acceptance.last:.2f}="  # what the server reports, not an estimate
+    elif view.tau.value is not None:
         tau = f"{view.tau.value:.2f}" + ("" if view.tau.method == "independence" else "*")
     return {
         "run": view.name,
@@ -126,4 +128,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"{view.name}: {view.state.value}: {view.state_reason}")
         if any(r.tau.value is not None and r.tau.method != "independence" for r in snapshot.runs):
             print("* tau calibrated from evaluated checkpoints")
+        if any(r.acceptance is not None for r in snapshot.runs):
+            print("= acceptance length the server reports (vLLM, SGLang)")
     return 1 if any(r.state in FAILED_STATES for r in snapshot.runs) else 0

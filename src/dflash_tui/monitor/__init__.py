@@ -43,7 +43,9 @@ Snapshots (`views.py`, all frozen; pull them, they are cheap when unchanged):
 Events (small, no data; coalescing them loses nothing): `RunUpdated(run,
 seq)`, `LinesAppended(run, first_seq, last_seq)`, `RunStateChanged(run, old,
 new, reason)` (alert on these), `HostUpdated(host, seq)`,
-`HostReachabilityChanged(host, reachable, error)`. Plain asyncio callers can
+`HostReachabilityChanged(host, reachable, error)`, `AcceptanceDropped(run,
+value, level)` (a serving log's acceptance length fell well below its recent
+level: alert). Plain asyncio callers can
 `with monitor.events() as events: async for event in events`, or
 `await monitor.wait_for(predicate, timeout_s)`.
 
@@ -72,6 +74,7 @@ from dflash_tui.monitor.liveness import ProcessInfo, RunState, format_duration
 from dflash_tui.monitor.monitor import Calibration, EventStream, Monitor, MonitorOptions
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailLine, TailNotice
 from dflash_tui.monitor.views import (
+    AcceptanceDropped,
     HostReachabilityChanged,
     HostUpdated,
     HostView,
@@ -86,6 +89,7 @@ from dflash_tui.monitor.views import (
 from dflash_tui.tau import TauEstimate
 
 __all__ = [
+    "AcceptanceDropped",
     "Calibration",
     "EventStream",
     "GpuInfo",

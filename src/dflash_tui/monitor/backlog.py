@@ -8,9 +8,10 @@ heavy lifting on the host:
    is left for the live tail);
 2. sends the raw bytes of the last `window_bytes` before `end` (base64), for
    the log pane's recent lines;
-3. selects the lines that can carry a step (`LC_ALL=C grep -i` for step /
-   iter / it; with a run's own `metric_patterns` every line, since a Python
-   regex cannot be turned into grep's). It finds the smallest window at the
+3. selects the lines that can carry a step or a served report (`LC_ALL=C
+   grep -i` for step / iter / it / acc / loss / tok / throughput; with a
+   run's own `metric_patterns` every line, since a Python regex cannot be
+   turned into grep's). It finds the smallest window at the
    end of the log (1 MiB, growing 8x) holding more than `recent_lines` of
    them: that window is sent whole (its last `recent_lines`), and the older
    part is decimated to about `older_lines` by keeping every k-th line
@@ -43,8 +44,10 @@ from dflash_tui.remote.pool import HostPool
 
 BACKLOG_MARKER = "dflash-tui-history"
 
-STEP_FILTER = r"step|iter|(^|[^a-z0-9_])it([^a-z0-9_/]|$)"
-"""ERE (with -i) for lines the default parser could read a step from: a superset."""
+STEP_FILTER = r"step|iter|acc|loss|tok|throughput|(^|[^a-z0-9_])it([^a-z0-9_/]|$)"
+"""ERE (with -i) for lines the default parser could read from: a superset of step lines,
+with the lines of a record wrapped over several (values first, the step last) and a
+server's acceptance and throughput reports, which name no step."""
 
 BACKLOG_SCRIPT = r"""# dflash-tui-history: a log's step lines, filtered, decimated and compressed here.
 # $1 path, $2 ERE filter ("" = every line), $3 lines kept at full resolution,

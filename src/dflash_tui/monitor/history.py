@@ -19,6 +19,15 @@ Derived values:
   lines arrived (so a freshly loaded backlog without timestamps has none).
 - ETA = (total - step) / steps per second.
 
+Lines from a trainer's progress bar (`Metrics.bar`) give steps only until
+the log prints a step of its own with training values: from then on a bar's
+counter (it restarts
+each epoch) is ignored and its postfix values (one batch's) only fill what
+the log's latest step lacks. Evaluation metrics
+(`eval/`, `val/`) are kept apart, with the step they were logged at; per-position
+accuracies logged one position per line are gathered per step. A serving
+engine's acceptance-length reports go to `served` (see `served.py`).
+
 A step lower than the last one, on lines with values, means the run was
 restarted from a checkpoint: once `restart_after` such lines come in a row,
 points at or after the first of them are dropped and they are added. Fewer
@@ -34,9 +43,10 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dflash_tui.monitor.metrics import Metrics
+from dflash_tui.monitor.served import ServedAcceptance
 
 RATE_WINDOW_S = 600.0
 RATE_MAX_POINTS = 400
@@ -107,6 +117,10 @@ class HistorySeries:
     acc_ema: tuple[float, ...] = ()
     tok_s: tuple[float, ...] = ()
     lr: tuple[float, ...] = ()
+    accept_len: tuple[float, ...] = ()
+    accept_len_ema: tuple[float, ...] = ()
+    served: bool = False
+    """True: `steps` are report numbers of a serving log, `accept_len` its columns."""
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -119,7 +133,9 @@ class HistorySeries:
         return None
 
 
-_SERIES_FIELDS = frozenset(("steps", "loss", "loss_ema", "acc", "acc_ema", "tok_s", "lr"))
+_SERIES_FIELDS = frozenset(
+    ("steps", "loss", "loss_ema", "acc", "acc_ema", "tok_s", "lr", "accept_len", "accept_len_ema")
+)
 
 
 class LazySeries(HistorySeries):
@@ -152,7 +168,10 @@ class LazySeries(HistorySeries):
 
     def __len__(self) -> int:
         built = object.__getattribute__(self, "_built")
-        return len(built) if built is not None else len(object.__getattribute__(self, "_history"))
+        if built is not None:
+            return len(built)
+        history = object.__getattribute__(self, "_history")
+        return len(history.served) if history.is_served else len(history)
 
     def last_value(self, name: str) -> float | None:
         """As HistorySeries.last_value, read from the history without building the columns."""
@@ -164,6 +183,11 @@ class LazySeries(HistorySeries):
     def __getattribute__(self, name: str) -> object:
         if name in _SERIES_FIELDS:
             return getattr(object.__getattribute__(self, "_columns")(), name)
+        if name == "served":
+            built = object.__getattribute__(self, "_built")
+            if built is not None:
+                return built.served
+            return object.__getattribute__(self, "_history").is_served
         return object.__getattribute__(self, name)
 
 
@@ -201,6 +225,13 @@ class History:
         self.version = 0
         self._series: tuple[int, HistorySeries] | None = None
         self._latest: dict[str, float] = {}
+        self._log_steps = False  # the log printed a step of its own (not a bar's counter)
+        self._positions: dict[int, float] = {}
+        self._positions_step: int | None = None
+        self.eval_loss: float | None = None
+        self.eval_acc: float | None = None
+        self.eval_step: int | None = None
+        self.served = ServedAcceptance()
 
     # ------------------------------------------------------------------ adding
 
@@ -221,6 +252,26 @@ class History:
     def add(self, m: Metrics, recv: float | None = None) -> bool:
         """Record one parsed line (`recv`: when it arrived, for live lines). True if a point changed."""
         self.version += 1
+        if m.accept_len is not None:
+            if m.tok_s is not None:
+                self._latest["tok_s"] = m.tok_s
+            self.served.add(m.accept_len, m.accept_per_position, self._latest.get("tok_s"))
+            return True
+        if m.bar:
+            if self._log_steps:
+                # The log's own steps count (a bar's counter restarts each epoch): the
+                # bar's values fill the gaps of the log's latest step.
+                if self.last_step is None:
+                    return False
+                m = replace(m, step=self.last_step, bar=False)
+        elif m.step is not None and (m.has_values or m.acc_position is not None):
+            self._log_steps = True  # a step line of the log's own ("at step 5000" is not one)
+        if m.eval_loss is not None or m.eval_acc is not None:
+            self.eval_loss = m.eval_loss if m.eval_loss is not None else self.eval_loss
+            self.eval_acc = m.eval_acc if m.eval_acc is not None else self.eval_acc
+            self.eval_step = m.step if m.step is not None else self.last_step
+        if m.acc_position is not None:
+            self._gather_position(m.step if m.step is not None else self.last_step, *m.acc_position)
         step = m.step
         last = self.last
         if step is not None and last is not None and step < last.step:
@@ -264,6 +315,18 @@ class History:
         if len(self._recent) > self.recent_points:
             self._demote(self._recent.popleft())
         return True
+
+    def _gather_position(self, step: int | None, index: int, value: float) -> None:
+        """One position's accuracy (a line each): published once the step's set is as
+        long as the last one published, so a half-gathered step never shows."""
+        if step != self._positions_step:
+            self._positions_step = step
+            self._positions = {}
+        self._positions[index] = value
+        known = self.acc_per_position
+        if known is None or len(self._positions) >= len(known):
+            self.acc_per_position = tuple(self._positions[k] for k in sorted(self._positions))
+            self.acc_per_position_step = step
 
     def latest(self, name: str) -> float | None:
         """The most recent value logged for `name`, with or without a step."""
@@ -381,8 +444,18 @@ class History:
             i -= 1
         return None
 
+    @property
+    def is_served(self) -> bool:
+        """A serving log: acceptance reports and no training points (its plot is theirs)."""
+        return bool(self.served.values) and not self._recent
+
     def last_value(self, name: str) -> float | None:
         """The newest retained point's `name` (a series column) that is not missing."""
+        if name in ("accept_len", "accept_len_ema"):
+            values = self.served.values if name == "accept_len" else self.served.emas
+            return values[-1] if values else None
+        if name == "tok_s" and self.is_served:
+            return self._latest.get("tok_s")
         for points in (self._recent, self._older):
             for point in reversed(points):
                 value = getattr(point, name) if name != "steps" else point.step
@@ -391,9 +464,20 @@ class History:
         return None
 
     def series(self) -> HistorySeries:
-        """Plot columns, rebuilt only when the history changed."""
+        """Plot columns, rebuilt only when the history changed (a serving log's: its reports)."""
         if self._series is not None and self._series[0] == self.version:
             return self._series[1]
+        if self.is_served:
+            reports, values, emas, rates = self.served.columns()
+            served = HistorySeries(
+                steps=reports,
+                tok_s=rates,
+                accept_len=values,
+                accept_len_ema=emas,
+                served=True,
+            )
+            self._series = (self.version, served)
+            return served
         pts = list(self.points())
 
         def col(attr: str) -> tuple[float, ...]:

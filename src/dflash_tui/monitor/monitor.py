@@ -32,6 +32,7 @@ from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailNotice
 from dflash_tui.monitor.tasks import cancel_and_wait
 from dflash_tui.monitor.views import (
+    AcceptanceDropped,
     HostReachabilityChanged,
     HostUpdated,
     HostView,
@@ -118,6 +119,7 @@ class _Run:
         self.series: HistorySeries | None = None
         self.series_version = -1
         self.series_at = 0.0
+        self.acceptance_dropped = False  # the alert fired; re-armed once it recovers
 
     def current_series(self) -> HistorySeries:
         """The plot columns, refreshed at most every SERIES_REFRESH_S (monotonic clock)."""
@@ -447,6 +449,10 @@ class Monitor:
             restarts=h.restarts,
             host_reachable=self._hosts[cfg.host].reachable,
             stall_after_s=run.stall_after_s,
+            acceptance=h.served.view(),
+            eval_loss=h.eval_loss,
+            eval_acc=h.eval_acc,
+            eval_step=h.eval_step,
         )
 
     def _tau(self, run: _Run, acc: float | None) -> TauEstimate:
@@ -533,6 +539,8 @@ class Monitor:
         )
         run.history = history
         run.series = None
+        # A drop already in the log's past is news, not a change: only a live one alerts.
+        run.acceptance_dropped = history.served.dropped()
         run.position = backlog.position
         run.step_lines = backlog.step_lines
         run.lines_parsed += backlog.parsed
@@ -614,8 +622,19 @@ class Monitor:
             run.tail_status = "following"
         if run.seq >= first:
             self._emit(LinesAppended(run.cfg.name, first, run.seq))
+        if history.served.values:
+            self._check_acceptance(run)
         self._rejudge(run)
         self._run_changed(run)
+
+    def _check_acceptance(self, run: _Run) -> None:
+        """Emit AcceptanceDropped once when served acceptance falls well below its level."""
+        served = run.history.served
+        level = served.level()
+        dropped = served.dropped(level)
+        if dropped and not run.acceptance_dropped and level is not None:
+            self._emit(AcceptanceDropped(run.cfg.name, served.values[-1], level))
+        run.acceptance_dropped = dropped
 
     # ------------------------------------------------------------------ hosts
 

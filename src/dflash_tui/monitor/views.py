@@ -19,6 +19,7 @@ from typing import Any
 from dflash_tui.monitor.gpu import GpuInfo, summarize
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
+from dflash_tui.monitor.served import Acceptance
 from dflash_tui.monitor.tail import TailNotice
 from dflash_tui.tau import TauEstimate
 
@@ -41,7 +42,9 @@ class RunView:
     (refreshed at most once a second; the scalar fields are always current).
     `tail_status` is one of `loading`, `following`, `reconnecting`,
     `missing`, `stopped`; `notices` the last tail events (reconnected,
-    rotated, truncated, ...), oldest first.
+    rotated, truncated, ...), oldest first. `acceptance` is what a serving
+    log reports (DESIGN §4.12; None for a trainer's log); `eval_*` the last
+    evaluation metrics the log printed (`eval/`, `val/`), never the training ones.
     """
 
     name: str
@@ -84,6 +87,17 @@ class RunView:
     host_reachable: bool | None
     stall_after_s: float
     notices: tuple[TailNotice, ...] = ()
+    acceptance: Acceptance | None = None
+    eval_loss: float | None = None
+    eval_acc: float | None = None
+    eval_step: int | None = None
+
+    def _acceptance_dict(self) -> dict[str, Any] | None:
+        if self.acceptance is None:
+            return None
+        served = self.acceptance.as_dict()
+        del served["per_position"]
+        return served
 
     @property
     def log_age_s(self) -> float | None:
@@ -125,6 +139,17 @@ class RunView:
             "eta_s": self.eta_s,
             "acc_per_position": list(self.acc_per_position) if self.acc_per_position else None,
             "tau": self.tau.as_dict(),
+            "eval": (
+                {"loss": self.eval_loss, "acc": self.eval_acc, "step": self.eval_step}
+                if self.eval_loss is not None or self.eval_acc is not None
+                else None
+            ),
+            "acceptance_length": self._acceptance_dict(),
+            "acceptance_per_position": (
+                list(self.acceptance.per_position)
+                if self.acceptance is not None and self.acceptance.per_position
+                else None
+            ),
             "log_age_s": self.log_age_s,
             "log_size_bytes": self.log_size_bytes,
             "processes": [p.as_dict() for p in self.processes],
@@ -235,4 +260,20 @@ class HostReachabilityChanged:
     error: str | None
 
 
-MonitorEvent = RunUpdated | LinesAppended | RunStateChanged | HostUpdated | HostReachabilityChanged
+@dataclass(frozen=True)
+class AcceptanceDropped:
+    """`run`'s served acceptance length fell well below its own recent level: worth an alert."""
+
+    run: str
+    value: float
+    level: float
+
+
+MonitorEvent = (
+    RunUpdated
+    | LinesAppended
+    | RunStateChanged
+    | HostUpdated
+    | HostReachabilityChanged
+    | AcceptanceDropped
+)

@@ -15,6 +15,10 @@ point per column, so plotext never draws more points than the canvas shows.
 
 Stacked (wide layout) the charts share one x axis, drawn under the last;
 side by side (compact) each has its own.
+
+A serving log's run (DESIGN §4.12) has no steps: its charts are the acceptance
+length per report (raw and EMA) and the tokens/s the server generated, against
+the report number; the acc chart is hidden.
 """
 
 from __future__ import annotations
@@ -55,6 +59,15 @@ CHARTS = (
     Chart("acc", "acc", "acc", "acc_ema"),
     Chart("tok", "k tok/s", "tok_s", None, 1e-3, 1),
 )
+SERVED_CHARTS = (
+    Chart("loss", "served accept len", "accept_len", "accept_len_ema", digits=2),
+    Chart("tok", "served tok/s", "tok_s", None, 1.0, 1),
+)
+
+
+def charts_for(series: HistorySeries | None) -> tuple[Chart, ...]:
+    """The charts a series is drawn in: a serving log's, or a trainer's."""
+    return SERVED_CHARTS if series is not None and series.served else CHARTS
 
 
 def thin(steps: tuple[int, ...], values: tuple[float, ...], limit: int) -> tuple[list, list]:
@@ -161,14 +174,27 @@ class PlotsPane(PaneMixin, Container):
         variables = self.app.theme_variables
         smooth_rgb = Color.parse(variables.get("primary", "white")).rgb
         raw_rgb = Color.parse(variables.get("foreground-darken-3", "grey")).rgb
-        for i, chart in enumerate(CHARTS):
+        charts = self._show(charts_for(self._series))
+        for i, chart in enumerate(charts):
             view = self.query_one(f"#chart-{chart.id}", ChartView)
             self._draw_chart(
                 view,
                 chart,
-                axis=not self.stacked or i == len(CHARTS) - 1,
+                axis=not self.stacked or i == len(charts) - 1,
                 colors=(raw_rgb, smooth_rgb),
             )
+
+    def _show(self, charts: tuple[Chart, ...]) -> tuple[Chart, ...]:
+        """Show the chart views `charts` use (each under its chart), hide the others."""
+        wanted = {chart.id: chart for chart in charts}
+        for view in self.query(ChartView):
+            chart = wanted.get(view.chart.id)
+            shown = chart is not None
+            if view.display != shown:
+                view.display = shown
+            if chart is not None and chart != view.chart:
+                view.chart = chart
+        return charts
 
     def _draw_chart(
         self,
@@ -215,7 +241,7 @@ class PlotsPane(PaneMixin, Container):
         widget.refresh()
 
     def _draw_captions(self) -> None:
-        for chart in CHARTS:
+        for chart in self._show(charts_for(self._series)):
             self._draw_caption(self.query_one(f"#chart-{chart.id}", ChartView), chart)
 
     def _draw_caption(self, view: ChartView, chart: Chart) -> None:

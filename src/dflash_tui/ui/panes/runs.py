@@ -11,6 +11,10 @@ The tau column carries its basis in one character (DESIGN §4.7): `4.31~`
 is an independence estimate from per-position accuracies, `4.31*` one
 calibrated on the run's measured (acc, tau) pairs; the detail screen spells
 the basis out, the help screen and the column's tooltip explain the marks.
+A serving log (vLLM, SGLang; DESIGN §4.12) has no estimate but the real
+thing: the column shows its last acceptance length marked `=` (`3.12=`), with
+the trend's arrow where the column has room, in the bad colour once it falls
+well below the run's own recent level.
 """
 
 from __future__ import annotations
@@ -93,9 +97,11 @@ def columns_for(wide: bool, width: int) -> tuple[Column, ...]:
 
 
 TAU_MARKERS = {"independence": "~", "calibrated": "*"}
+SERVED_MARKER = "="
 TAU_LEGEND = (
     "tau: 4.31~ independence estimate from per-position accuracies; "
-    "4.31* calibrated on this run's measured (acc, tau) pairs"
+    "4.31* calibrated on this run's measured (acc, tau) pairs; "
+    "3.12= acceptance length a server (vLLM, SGLang) reports"
 )
 
 
@@ -328,6 +334,17 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
             body.stylize(style, len(body) - 2, len(body) - 1)
         return body
 
+    def _served(self, col: Column, view: RunView) -> Text:
+        """A serving log's acceptance length: `3.12=`, and its trend where it fits."""
+        served = view.acceptance
+        assert served is not None
+        text = f"{fmt.number(served.last, 2)}{SERVED_MARKER}"
+        slope = served.slope_per_100_reports
+        if col.width > len(text) + 1 and slope is not None and served.ema:
+            rel = slope / served.ema
+            text += " " + ("↓" if rel < -0.01 else "↑" if rel > 0.01 else "→")
+        return self._pad(col, text, self._style("bad") if served.dropped else "")
+
     def _row(self, view: RunView) -> tuple[Text, ...]:
         cells = []
         for col in self.columns_spec:
@@ -353,6 +370,9 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
             elif key == "tok_s":
                 cells.append(self._pad(col, fmt.compact(view.tokens_per_s)))
             elif key == "tau":
+                if view.acceptance is not None:
+                    cells.append(self._served(col, view))
+                    continue
                 tau = view.tau.value
                 text = fmt.DASH if tau is None else f"{tau:.2f}{tau_marker(view.tau.method)}"
                 cells.append(self._pad(col, text, "" if tau is not None else self._style("dim")))

@@ -56,6 +56,27 @@ def detail_text(view: RunView, now: float) -> Text:
         upper = "" if tau.upper is None else f" (upper bound {tau.upper:.2f})"
         extra = " extrapolated" if tau.extrapolated else ""
         out.append(f"{'Tau':<11}{tau.value:.2f}{upper}{extra}: {tau.basis}\n")
+    served = view.acceptance
+    if served is not None:
+        slope = served.slope_per_100_reports
+        level = "-" if served.level is None else f"{served.level:.2f}"
+        out.append(
+            f"{'Served':<11}acceptance length last {fmt.number(served.last, 2)}  "
+            f"ema {fmt.number(served.ema, 2)}  "
+            f"slope {'-' if slope is None else f'{slope:+.3f} per 100 reports'}  "
+            f"recent level {level} ({served.reports} reports)\n"
+        )
+        if served.dropped:
+            out.append(f"{'':<11}well below its recent level\n", "bold")
+        if served.per_position:
+            out.append("\nServed acceptance rate per position\n")
+            for i, rate in enumerate(served.per_position, start=1):
+                out.append(f"  {i:>2} {fmt.bar(rate, 30)} {rate:.3f}\n")
+    if view.eval_loss is not None or view.eval_acc is not None:
+        out.append(
+            f"{'Eval':<11}loss {fmt.number(view.eval_loss)}  acc {fmt.number(view.eval_acc)}"
+            f"  (step {fmt.step(view.eval_step)}; kept apart from training)\n"
+        )
     if view.acc_per_position:
         out.append(f"\nAcc per position (step {fmt.step(view.acc_per_position_step)})\n")
         for i, acc in enumerate(view.acc_per_position, start=1):

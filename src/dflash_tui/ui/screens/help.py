@@ -27,7 +27,8 @@ MIN_HELP_WIDTH = 24
 LEGEND = (
     "Runs table: tau is estimated from the training acc. 4.31~ is an independence "
     "estimate from per-position accuracies, 4.31* is calibrated on measured (acc, tau) "
-    "pairs of this run's evals; the detail screen (enter) says on how many."
+    "pairs of this run's evals; the detail screen (enter) says on how many. 3.12= is "
+    "the acceptance length a server (vLLM, SGLang) reports for a run whose log is its."
 )
 
 
