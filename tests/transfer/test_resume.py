@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shlex
 from pathlib import Path
 
 import pytest
@@ -146,24 +147,25 @@ async def test_resume_resends_a_recorded_range_that_no_longer_matches(
     assert _sha(b.home / "big.bin") == sha
 
 
-# The destination's writer, except that the first range it ever writes has
-# every zero byte turned into 0x01 (same length, so only the hashes can tell).
-CORRUPT_ONCE = r"""export LC_ALL=C
-if mkdir "$1.corrupted" 2>/dev/null; then
-  tr '\000' '\001' | dd of="$1" bs=1M seek="$2" oflag=seek_bytes conv=notrunc iflag=fullblock
-else
-  exec dd of="$1" bs=1M seek="$2" oflag=seek_bytes conv=notrunc iflag=fullblock
-fi
-"""
+def _corrupt_once(marker: Path) -> str:
+    """The destination stream, except that on its first run the first RANGE bytes of its
+    input have every zero byte turned into 0x01 (same length, so only the hashes can tell)."""
+    from dflash_tui.transfer.scripts import DST_STREAM
+
+    return (
+        f"if mkdir {shlex.quote(str(marker))} 2>/dev/null; then\n"
+        f"{{ dd bs=1M count={RANGE >> 20} iflag=fullblock status=none | tr '\\000' '\\001'; cat; }}"
+        f" | {{\n{DST_STREAM}\n}}\nelse\n{DST_STREAM}\nfi\n"
+    )
 
 
 async def test_corruption_on_the_way_is_caught_and_only_the_bad_range_is_resent(
     sshd_factory, write_config, monkeypatch
 ) -> None:
-    from dflash_tui.transfer import movers
+    from dflash_tui.transfer import streams
 
-    monkeypatch.setattr(movers, "DST_RANGE", CORRUPT_ONCE)
     a, b = sshd_factory("a"), sshd_factory("b")
+    monkeypatch.setattr(streams, "DST_STREAM", _corrupt_once(b.home / "w.bin.part.corrupted"))
     config = write_config({"a": a, "b": b})
     size = 3 * RANGE
     sha = random_file(a.home / "w.bin", size)

@@ -33,6 +33,7 @@ from dflash_tui.transfer import (
     open_transfer_state,
     relay,
     resume_transfer,
+    trace,
 )
 
 LIST_COLUMNS = [
@@ -98,6 +99,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
+    trace.mark("command")
     config = load_config(args.config)
     if args.list:
         return _list(config.console.state_dir, args.json)
@@ -144,6 +146,7 @@ async def _relay(config, args: argparse.Namespace, options: RelayOptions, printe
                 return 1
     finally:
         conn.close()
+        trace.mark("pool_closed")
     printer.summary(result)
     return 0
 

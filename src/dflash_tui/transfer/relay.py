@@ -19,11 +19,12 @@ import os
 import random
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dflash_tui.remote.pool import HostPool
-from dflash_tui.transfer import destination
+from dflash_tui.transfer import destination, trace
 from dflash_tui.transfer import direct as direct_mode
 from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
@@ -50,6 +51,7 @@ from dflash_tui.transfer.plan import (
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import LocalSide, Side, make_side
 from dflash_tui.transfer.store import TransferRecord, TransferStore
+from dflash_tui.transfer.streams import PartTooShort, Piece, PythonMissing, Rename, StreamWorker
 from dflash_tui.transfer.verify import (
     DEFAULT_RANGE_BYTES,
     Range,
@@ -125,6 +127,10 @@ class Job:
     dst_hasher: PrefixHasher | None = None
     local_fd: int | None = None
     done: bool = False
+    partial: dict[int, int] = field(default_factory=dict)  # range offset -> landed up to
+    repair: bool = False  # whole-file hashes differed: find and resend the bad ranges
+    src_sha: str = ""
+    dst_sha: str = ""
 
     @property
     def remaining(self) -> list[Range]:
@@ -174,6 +180,8 @@ class _Relay:
         self.keep_root: Endpoint | None = None
         self._tasks: list[asyncio.Task[object]] = []
         self._fresh = True  # nothing recorded was checked by this process yet
+        # Streams (streams.py) need python3 on both hosts; without it, the range scripts.
+        self.use_streams = not options.direct
 
     # ------------------------------------------------------------------ top level
 
@@ -294,17 +302,26 @@ class _Relay:
     # ------------------------------------------------------------------ one attempt
 
     async def _attempt(self, *, first: bool) -> None:
-        for side in (self.src_side, self.dst_side):
-            try:
-                await side.connect()
-            except TransferError as exc:
+        trace.mark("attempt")
+        connects = [side.connect() for side in (self.src_side, self.dst_side)]
+        for side, outcome in zip(
+            (self.src_side, self.dst_side),
+            await asyncio.gather(*connects, return_exceptions=True),
+            strict=True,
+        ):
+            if isinstance(outcome, TransferError):
                 if first:
-                    raise
-                raise ConnectionLost(side.label, exc.message) from None
+                    raise outcome
+                raise ConnectionLost(side.label, outcome.message) from None
+            if isinstance(outcome, BaseException):
+                raise outcome
         if self.options.direct and first:
             await direct_mode.require_reachable(self.pool, self.src.host, self.dst.host)
+        trace.mark("connected")
         tree = await walk_source(self.src_side, self.src)
+        trace.mark("walked")
         self.dst_root = await resolve_destination(self.dst_side, self.src, self.dst, tree.is_dir)
+        trace.mark("resolved")
         if self.options.keep_local:
             keep = Endpoint(None, self.options.keep_local)
             self.keep_root = await resolve_destination(self.local, self.src, keep, tree.is_dir)
@@ -320,6 +337,7 @@ class _Relay:
             lambda path: self._hash(self.src_side, path),
             lambda path: self._hash(self.dst_side, path),
         )
+        trace.mark("checked")
         for job, sha in up_to_date:
             self._skip(job, sha)
         pending = [j for j in self.jobs if not j.done]
@@ -334,7 +352,10 @@ class _Relay:
             await destination.check_space(self.dst_side, self.dst_root, need)
             if self.keep_root is not None:
                 await destination.check_space(self.local, self.keep_root, need)
-        await destination.prepare(self.dst_side, self.dst_root, tree, [j.dst_part for j in pending])
+        trace.mark("space")
+        parts = [] if self.use_streams else [j.dst_part for j in pending]
+        await destination.prepare(self.dst_side, self.dst_root, tree, parts)
+        trace.mark("prepared")
         if self.keep_root is not None:
             parts = [j.local_part for j in pending if j.local_part]
             await destination.prepare(self.local, self.keep_root, tree, parts)
@@ -343,7 +364,19 @@ class _Relay:
                     job.local_fd = os.open(job.local_part, os.O_WRONLY)
         if self.tracker is None:
             self._announce(tree, pending)
-        await self._move(pending)
+        if self.use_streams:
+            try:
+                await self._move_streams(pending)
+            except PythonMissing:
+                self.use_streams = False
+                trace.mark("no_python")
+                await destination.prepare(
+                    self.dst_side, self.dst_root, tree, [j.dst_part for j in pending if not j.done]
+                )
+                await self._move([j for j in pending if not j.done])
+        else:
+            await self._move(pending)
+        trace.mark("moved")
 
     def _make_jobs(self, tree: SourceTree) -> list[Job]:
         jobs = []
@@ -448,6 +481,165 @@ class _Relay:
                 self.store.add_range(self.transfer_id, job.file.rel, rng, s)
         return good
 
+    # ------------------------------------------------------------------ streams
+
+    async def _move_streams(self, pending: list[Job]) -> None:
+        """Every pending file through StreamWorkers; then the files whose hashes differed."""
+        queue: deque[Piece] = deque()
+        for job in pending:
+            if not job.done:
+                queue.extend(self._pieces(job))
+        count = min(self.options.streams, max(1, len(queue)))
+        try:
+            if queue:
+                await _run_all(
+                    [
+                        StreamWorker(self.src_side, self.dst_side, queue, self).run()
+                        for _ in range(count)
+                    ]
+                )
+        except PartTooShort:
+            for job in pending:  # someone cut NAME.part short: those files start over
+                job.written.clear()
+                job.partial.clear()
+                self.store.drop_ranges(self.transfer_id, job.file.rel)
+            raise
+        for job in pending:
+            if not job.done:
+                await self._verify_and_finish(job)
+
+    def _pieces(self, job: Job) -> list[Piece]:
+        """What is left of `job`: runs of missing ranges, each from where it landed before.
+
+        One run to the end of the file (the usual case) is hashed whole by both
+        streams; otherwise the whole-file hashes are taken afterwards.
+        """
+        runs: list[list[int]] = []
+        for rng in job.ranges:
+            if rng.offset in job.written:
+                continue
+            if runs and runs[-1][1] == rng.offset:
+                runs[-1][1] = rng.end
+            else:
+                runs.append([job.partial.get(rng.offset, rng.offset), rng.end])
+        if not job.ranges:
+            runs = [[0, 0]]
+        if not runs:
+            runs = [[job.file.size, job.file.size]]  # everything landed: hash and rename
+        whole = len(runs) == 1 and runs[0][1] == job.file.size
+        return [
+            Piece(job, job.src_path, job.dst_part, a, b, job.file.size, whole, job.local_fd)
+            for a, b in runs
+        ]
+
+    def sent(self, piece: Piece, nbytes: int) -> None:
+        job = piece.key
+        assert isinstance(job, Job) and self.tracker is not None
+        self.bytes_sent += nbytes
+        self.tracker.advance(job.label, nbytes)
+
+    def landed(self, piece: Piece, upto: int) -> None:
+        job = piece.key
+        assert isinstance(job, Job)
+        for rng in job.ranges:
+            if rng.offset in job.written or rng.end <= piece.start or rng.offset >= upto:
+                continue
+            if rng.end <= upto:
+                job.written.add(rng.offset)
+                job.partial.pop(rng.offset, None)
+                self.store.add_range(self.transfer_id, job.file.rel, rng)
+            else:
+                job.partial[rng.offset] = max(upto, rng.offset)
+
+    async def verified(self, piece: Piece) -> Rename | None:
+        job = piece.key
+        assert isinstance(job, Job)
+        if not piece.whole:
+            return None  # hashed afterwards (_verify_and_finish)
+        local_sha = None
+        if job.local_part:
+            if job.local_fd is not None:
+                os.close(job.local_fd)
+                job.local_fd = None
+            local_sha = await asyncio.to_thread(sha256_local_file, job.local_part)
+        if piece.src_sha != piece.dst_sha or local_sha not in (None, piece.src_sha):
+            job.repair = True
+            return None
+        job.src_sha, job.dst_sha = piece.src_sha, piece.dst_sha
+        if job.local_part and job.local_final:
+            await self._finish_local(job)
+        return Rename(job.dst_part, job.dst_final, job.file.mode & 0o7777, self.options.force)
+
+    def renamed(self, piece: Piece) -> None:
+        job = piece.key
+        assert isinstance(job, Job)
+        self._done(job, job.src_sha, job.dst_sha)
+
+    async def _verify_and_finish(self, job: Job) -> None:
+        """A file the streams did not finish: hash both ends, resend bad ranges once, rename."""
+        src_sha, dst_sha = await asyncio.gather(
+            self._hash(self.src_side, job.src_path), self._hash(self.dst_side, job.dst_part)
+        )
+        local_sha = await self._local_sha(job)
+        if src_sha != dst_sha or local_sha not in (None, src_sha):
+            good = await self._matching_ranges(job, job.ranges)
+            bad = [r for r in job.ranges if r not in good]
+            if self.tracker is not None:
+                self.tracker.rewind(job.label, sum(r.length for r in bad))
+            queue = deque(
+                Piece(job, job.src_path, job.dst_part, r.offset, r.end, job.file.size, False)
+                for r in bad
+            )
+            if job.local_part:
+                job.local_fd = os.open(job.local_part, os.O_WRONLY)
+                for piece in queue:
+                    piece.local_fd = job.local_fd
+            await StreamWorker(self.src_side, self.dst_side, queue, self).run()
+            src_sha, dst_sha = await asyncio.gather(
+                self._hash(self.src_side, job.src_path), self._hash(self.dst_side, job.dst_part)
+            )
+            local_sha = await self._local_sha(job)
+            if src_sha != dst_sha or local_sha not in (None, src_sha):
+                self.store.drop_ranges(self.transfer_id, job.file.rel)
+                job.written.clear()
+                shown = f", local copy {local_sha}" if local_sha not in (None, src_sha) else ""
+                raise TransferError(
+                    f"{job.label}: sha256 mismatch after resending {len(bad)} range(s): source "
+                    f"{src_sha}, destination {dst_sha}{shown}; is the source being written to?",
+                    kind="corrupt",
+                )
+        mode = f"{job.file.mode & 0o7777:o}"
+        force = "1" if self.options.force else "0"
+        out = await self.dst_side.run(argv(FINISH, job.dst_part, job.dst_final, mode, force))
+        if not out.ok:
+            raise describe_failure(f"{self.dst_side.label}:{job.dst_final}", out, "renaming")
+        if job.local_part and job.local_final:
+            await self._finish_local(job)
+        self._done(job, src_sha, dst_sha)
+
+    async def _local_sha(self, job: Job) -> str | None:
+        if not job.local_part:
+            return None
+        if job.local_fd is not None:
+            os.close(job.local_fd)
+            job.local_fd = None
+        return await asyncio.to_thread(sha256_local_file, job.local_part)
+
+    async def _finish_local(self, job: Job) -> None:
+        assert job.local_part and job.local_final
+        mode = f"{job.file.mode & 0o7777:o}"
+        force = "1" if self.options.force else "0"
+        out = await self.local.run(argv(FINISH, job.local_part, job.local_final, mode, force))
+        if not out.ok:
+            raise describe_failure(f"local:{job.local_final}", out, "renaming the local copy")
+
+    def _done(self, job: Job, src_sha: str, dst_sha: str) -> None:
+        self.store.set_file_state(self.transfer_id, job.file.rel, "done", src_sha, dst_sha)
+        self.store.drop_ranges(self.transfer_id, job.file.rel)
+        self._mark_done(job, src_sha, dst_sha, skipped=False)
+        self._emit_verified(self.results[job.label])
+        self.store.set_done_bytes(self.transfer_id, self._done_bytes())
+
     # ------------------------------------------------------------------ moving data
 
     async def _move(self, pending: list[Job]) -> None:
@@ -516,7 +708,9 @@ class _Relay:
 
     async def _finish_file(self, job: Job) -> None:
         """Whole-file sha256 at both ends, then mode and rename; the file is done."""
+        trace.mark("sent")
         src_sha, dst_sha, local_sha = await self._whole_hashes(job)
+        trace.mark("hashed")
         if src_sha != dst_sha or local_sha not in (None, src_sha):
             # Find the ranges that differ and send them once more.
             good = await self._matching_ranges(job, job.ranges)

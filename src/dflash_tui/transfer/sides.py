@@ -76,6 +76,13 @@ class SideStream:
         except TRANSPORT_ERRORS as exc:
             raise self._lost(exc) from None
 
+    async def readline(self) -> bytes:
+        """One line of stdout (with its newline; b"" at EOF)."""
+        try:
+            return bytes(await self._stdout.readline())
+        except TRANSPORT_ERRORS as exc:
+            raise self._lost(exc) from None
+
     async def write(self, data: bytes) -> None:
         """Write and wait for room (backpressure: the remote side must keep up)."""
         try:
