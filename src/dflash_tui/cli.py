@@ -35,7 +35,24 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The command named on the line (after any `--config PATH`), if it is one we know."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--config":
+            skip = True
+        elif word == "--":
+            return None
+        elif not word.startswith("-"):
+            return word if word in COMMAND_MODULES else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI, or (`only`) the one command being run: imports only its module,
+    so `dflash-tui relay ...` does not pay for importing every other command."""
     common = _common_options()
     parser = argparse.ArgumentParser(
         prog="dflash-tui",
@@ -44,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dflash-tui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in [only] if only else COMMAND_MODULES:
         module = importlib.import_module(f"dflash_tui.commands.{name}")
         module.register(sub, common)
         if hasattr(module, "default_handler"):  # the command `dflash-tui` alone runs
@@ -53,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_word(words))
+    args = parser.parse_args(words)
     if not hasattr(args, "config"):
         args.config = None
     handler = getattr(args, "handler", None)

@@ -71,9 +71,10 @@ async def test_dropped_source_is_retried_and_only_unfinished_ranges_are_resent(
     assert killed, "the connection was never killed"
     assert any(isinstance(e, Retrying) for e in events)
     assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_dst
-    # Only the range in flight when the link dropped went out twice, and only in part.
+    # At most what was in flight when the source's link dropped went out twice (the
+    # destination, still connected, reports how far it wrote before its stream closes).
     resent = result.bytes_sent - SIZE
-    assert 0 < resent < RANGE, resent
+    assert 0 <= resent < RANGE // 2, resent
     assert not part_files(b.home)
 
 

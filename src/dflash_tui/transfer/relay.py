@@ -22,8 +22,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import destination, trace
 from dflash_tui.transfer import direct as direct_mode
 from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
@@ -60,6 +60,9 @@ from dflash_tui.transfer.verify import (
     sha256_local_range,
     split_ranges,
 )
+
+if TYPE_CHECKING:
+    from dflash_tui.remote.pool import HostPool
 
 
 @dataclass(frozen=True)
@@ -266,7 +269,14 @@ class _Relay:
                     self.options.backoff_cap_s, self.options.backoff_base_s * 2 ** (attempt - 1)
                 ) * random.uniform(0.8, 1.0)
                 self.sink(
-                    Retrying(self.transfer_id, attempt, self.options.retries, delay, exc.message)
+                    Retrying(
+                        self.transfer_id,
+                        attempt,
+                        self.options.retries,
+                        delay,
+                        exc.message,
+                        self.bytes_sent,
+                    )
                 )
                 await asyncio.sleep(delay)
 
@@ -401,6 +411,7 @@ class _Relay:
             for new in jobs:
                 if new.file == old.file and new.dst_part == old.dst_part:
                     new.written = set(old.written)
+                    new.partial = dict(old.partial)
                     new.done = old.done
         return jobs
 

@@ -34,6 +34,7 @@ AHEAD_BYTES = 16 << 20  # asked of the source beyond the piece being forwarded
 AHEAD_PIECES = 64
 SHA_HEX = 64
 WRITER_EXIT_WAIT_S = 5.0
+LAST_ACKS_WAIT_S = 2.0
 NO_PYTHON = 127
 PART_TOO_SHORT = 4
 
@@ -119,6 +120,9 @@ class StreamWorker:
                 replies = asyncio.ensure_future(self._replies(writer))
                 try:
                     await self._pump(reader, writer, src_err, dst_err, replies)
+                except ConnectionLost:
+                    await self._last_acks(writer, replies)
+                    raise
                 finally:
                     for task in (src_err, dst_err, replies):
                         task.cancel()
@@ -158,6 +162,15 @@ class StreamWorker:
             )
         if any(not p.complete.is_set() for p in self.at_dst):
             raise ConnectionLost(self.dst.label, "the destination stopped before the end")
+
+    async def _last_acks(self, writer: SideStream, replies: asyncio.Future[None]) -> None:
+        """The source's link broke: let the destination say how far it wrote, so the
+        retry resends only what was in flight (not what landed after the last report)."""
+        if replies.done():
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer.close_stdin(), LAST_ACKS_WAIT_S)
+            await asyncio.wait_for(asyncio.shield(replies), LAST_ACKS_WAIT_S)
 
     async def _ask(self, reader: SideStream, asked: deque[Piece]) -> None:
         """Request pieces from the source while little enough is requested ahead."""
