@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -105,5 +106,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+# Commands that leave nothing for the interpreter's teardown to do (their
+# connections, files and state database are closed when they return): the
+# `dflash-tui` program ends them without it, which saves the ~0.15 s spent
+# freeing asyncssh and cryptography's modules at exit.
+QUICK_EXIT = frozenset({"relay", "status", "logs"})
+
+
+def entry() -> None:
+    """The `dflash-tui` program (and `python -m dflash_tui`): main(), then exit."""
+    words = sys.argv[1:]
+    status = main(words)
+    if _command_word(words) in QUICK_EXIT:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BrokenPipeError:
+            pass
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -103,6 +103,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def run(args: argparse.Namespace) -> int:
     trace.mark("command")
     config = load_config(args.config)
+    trace.mark("config")
     if args.list:
         return _list(config.console.state_dir, args.json)
     if args.resume and (args.src or args.dst):
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_relay(config, args, options, printer))
     finally:
         printer.close()
+        trace.mark("loop_closed")
 
 
 async def _relay(config, args: argparse.Namespace, options: RelayOptions, printer) -> int:  # type: ignore[no-untyped-def]
@@ -133,7 +135,9 @@ async def _relay(config, args: argparse.Namespace, options: RelayOptions, printe
     from dflash_tui.remote.pool import HostPool
     from dflash_tui.transfer import relay, resume_transfer
 
+    trace.mark("imported")
     conn = open_transfer_state(config.console.state_dir)
+    trace.mark("state")
     try:
         async with HostPool(config) as pool:
             try:

@@ -9,7 +9,6 @@ differs (without `force`), too little space.
 from __future__ import annotations
 
 import asyncio
-import posixpath
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -139,8 +138,7 @@ async def check_space(side: Side, root: Endpoint, need: int) -> None:
     """TransferError(disk_full) when the filesystem under `root` has less than `need` free."""
     if need <= 0:
         return
-    existing = await existing_dir(side, root.path)
-    free = await free_bytes(side, existing)
+    free, existing = await free_bytes(side, root.path)
     if free is not None and free < need:
         raise TransferError(
             f"{side.label}:{root.path}: not enough space: {_size(need)} to write, "
@@ -158,18 +156,6 @@ async def prepare(side: Side, root: Endpoint, tree: SourceTree, parts: list[str]
     out = await side.run(argv(PREPARE, len(dirs), *dirs, *parts))
     if not out.ok:
         raise describe_failure(f"{side.label}:{root.path}", out, "creating the destination")
-
-
-async def existing_dir(side: Side, path: str) -> str:
-    """The deepest existing directory at or above `path` (where df can look)."""
-    candidates = [path]
-    while candidates[-1] not in ("/", ".", ""):
-        candidates.append(posixpath.dirname(candidates[-1].rstrip("/")) or ".")
-    states = await inspect_paths(side, candidates)
-    for candidate, state in zip(candidates, states, strict=True):
-        if state.kind == "d":
-            return candidate
-    return "."
 
 
 def _size(n: float) -> str:

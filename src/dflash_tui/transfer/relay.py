@@ -45,6 +45,7 @@ from dflash_tui.transfer.plan import (
     SourceTree,
     describe_failure,
     part_path,
+    probe_destination,
     resolve_destination,
     walk_source,
 )
@@ -328,10 +329,14 @@ class _Relay:
         if self.options.direct and first:
             await direct_mode.require_reachable(self.pool, self.src.host, self.dst.host)
         trace.mark("connected")
-        tree = await walk_source(self.src_side, self.src)
+        tree, probed = await asyncio.gather(
+            walk_source(self.src_side, self.src),
+            probe_destination(self.dst_side, self.src, self.dst),
+        )
         trace.mark("walked")
-        self.dst_root = await resolve_destination(self.dst_side, self.src, self.dst, tree.is_dir)
-        trace.mark("resolved")
+        self.dst_root = await resolve_destination(
+            self.dst_side, self.src, self.dst, tree.is_dir, probed
+        )
         if self.options.keep_local:
             keep = Endpoint(None, self.options.keep_local)
             self.keep_root = await resolve_destination(self.local, self.src, keep, tree.is_dir)
@@ -340,13 +345,17 @@ class _Relay:
         checker = destination.DestinationCheck(
             self.dst_side, self.dst_root, force=self.options.force
         )
-        up_to_date = await checker.run(
+        # Free space is asked at once with the check (it is not known yet what will be
+        # up to date; a shortfall counted on every file is only an error if it remains).
+        check = checker.run(
             tree,
             self.jobs,
             self.store.files(self.transfer_id),
             lambda path: self._hash(self.src_side, path),
             lambda path: self._hash(self.dst_side, path),
         )
+        space = self._space_check([j for j in self.jobs if not j.done])
+        up_to_date, space_error = await asyncio.gather(check, space)
         trace.mark("checked")
         for job, sha in up_to_date:
             self._skip(job, sha)
@@ -357,7 +366,8 @@ class _Relay:
         if self._fresh:
             await self._restore(pending)
             self._fresh = False
-        if self.options.check_space:
+        if space_error is not None:
+            # Counted before knowing what is up to date: ask again for what is left.
             need = sum(j.file.size - j.written_bytes for j in pending)
             await destination.check_space(self.dst_side, self.dst_root, need)
             if self.keep_root is not None:
@@ -387,6 +397,21 @@ class _Relay:
         else:
             await self._move(pending)
         trace.mark("moved")
+
+    async def _space_check(self, jobs: list[Job]) -> TransferError | None:
+        """The free-space error for sending all of `jobs`, or None (free-space check off)."""
+        if not self.options.check_space:
+            return None
+        need = sum(j.file.size - j.written_bytes for j in jobs)
+        try:
+            await destination.check_space(self.dst_side, self.dst_root, need)
+            if self.keep_root is not None:
+                await destination.check_space(self.local, self.keep_root, need)
+        except TransferError as exc:
+            if exc.kind != "disk_full":
+                raise
+            return exc
+        return None
 
     def _make_jobs(self, tree: SourceTree) -> list[Job]:
         jobs = []

@@ -29,10 +29,32 @@ WALK = (
 )
 
 # Destination probe: one line `TYPE SIZE` per argument, in order: d directory,
-# f file, o other, p cannot be looked at (permission denied), n absent.
+# f file, o other, p cannot be looked at (permission denied), n absent. With
+# python3 one process answers for every path (a tree of files costs no
+# process per path); the shell version runs stat for each file.
 INSPECT = (
     _PRELUDE
-    + r"""for p do
+    + r"""if command -v python3 >/dev/null 2>&1; then exec python3 -c '
+import os, stat, sys
+out = []
+for p in sys.argv[1:]:
+    try:
+        st = os.stat(p)
+    except PermissionError:
+        out.append("p 0")
+        continue
+    except OSError:
+        out.append("o 0" if os.path.lexists(p) else "n 0")
+        continue
+    if stat.S_ISDIR(st.st_mode):
+        out.append("d 0")
+    elif stat.S_ISREG(st.st_mode):
+        out.append("f %d" % st.st_size)
+    else:
+        out.append("o 0")
+sys.stdout.write("".join(line + "\n" for line in out))
+' "$@"; fi
+for p do
   if [ -d "$p" ]; then echo "d 0"
   elif [ -f "$p" ]; then printf 'f %s\n' "$(stat -L -c %s -- "$p")"
   elif [ -e "$p" ] || [ -L "$p" ]; then echo "o 0"
@@ -43,16 +65,26 @@ done
 """
 )
 
-# Free space (KiB) on the filesystem holding $1.
-FREE_KIB = _PRELUDE + r"""df -Pk -- "$1" | awk 'NR==2 {print $4}'"""
+# Free space (KiB) on the filesystem that will hold $1, and the deepest
+# existing directory at or above $1 where it was measured: `KIB DIR`.
+FREE_KIB = (
+    _PRELUDE
+    + r"""p=$1
+while [ ! -d "$p" ]; do
+  case $p in */*) p=${p%/*}; [ -n "$p" ] || p=/ ;; *) p=. ;; esac
+done
+printf '%s %s\n' "$(df -Pk -- "$p" | awk 'NR==2 {print $4}')" "$p"
+"""
+)
 
 # Create directories, then the .part files (without truncating existing ones).
 # $1 is the number of directories that follow; the rest are .part paths.
 PREPARE = (
     _PRELUDE
     + r"""n=$1; shift
-while [ "$n" -gt 0 ]; do mkdir -p -- "$1" || exit 1; shift; n=$((n - 1)); done
-for p do touch -- "$p" || exit 1; done
+# One mkdir for every directory and one touch for every part (not one process each).
+if [ "$n" -gt 0 ]; then printf '%s\0' "$@" | head -z -n "$n" | xargs -0 mkdir -p -- || exit 1; fi
+if [ "$#" -gt "$n" ]; then printf '%s\0' "$@" | tail -z -n +$((n + 1)) | xargs -0 touch -- || exit 1; fi
 """
 )
 
