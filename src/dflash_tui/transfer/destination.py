@@ -9,6 +9,7 @@ differs (without `force`), too little space.
 from __future__ import annotations
 
 import asyncio
+import posixpath
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -147,10 +148,26 @@ async def check_space(side: Side, root: Endpoint, need: int) -> None:
         )
 
 
-async def prepare(side: Side, root: Endpoint, tree: SourceTree, parts: list[str]) -> None:
-    """Create the directory tree and the .part files (existing ones are kept for resume)."""
+async def prepare(
+    side: Side, root: Endpoint, tree: SourceTree, parts: list[str], *, only_empty: bool = False
+) -> None:
+    """Create the directory tree and the .part files (existing ones are kept for resume).
+
+    `only_empty`: just the directories no file will be written into (the streams
+    create a file's directories as they open it).
+    """
     dirs = [root.path] if tree.is_dir else []
     dirs += [root.join(d).path for d in tree.dirs]
+    if only_empty:
+        full = {""}
+        for f in tree.files:
+            parent = posixpath.dirname(f.rel)
+            while parent not in full:
+                full.add(parent)
+                parent = posixpath.dirname(parent)
+        dirs = [root.join(d).path for d in ["", *tree.dirs] if d not in full and tree.is_dir]
+        if tree.is_dir and not tree.files:
+            dirs.insert(0, root.path)
     if not dirs and not parts:
         return
     out = await side.run(argv(PREPARE, len(dirs), *dirs, *parts))

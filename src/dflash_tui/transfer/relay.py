@@ -373,8 +373,12 @@ class _Relay:
             if self.keep_root is not None:
                 await destination.check_space(self.local, self.keep_root, need)
         trace.mark("space")
-        parts = [] if self.use_streams else [j.dst_part for j in pending]
-        await destination.prepare(self.dst_side, self.dst_root, tree, parts)
+        if self.use_streams:
+            await destination.prepare(self.dst_side, self.dst_root, tree, [], only_empty=True)
+        else:
+            await destination.prepare(
+                self.dst_side, self.dst_root, tree, [j.dst_part for j in pending]
+            )
         trace.mark("prepared")
         if self.keep_root is not None:
             parts = [j.local_part for j in pending if j.local_part]

@@ -29,12 +29,12 @@ WALK = (
 )
 
 # Destination probe: one line `TYPE SIZE` per argument, in order: d directory,
-# f file, o other, p cannot be looked at (permission denied), n absent. With
-# python3 one process answers for every path (a tree of files costs no
-# process per path); the shell version runs stat for each file.
+# f file, o other, p cannot be looked at (permission denied), n absent. For
+# more than a few paths, python3 (when there) answers for all of them in one
+# process; the shell version runs stat for each file, cheaper for a few.
 INSPECT = (
     _PRELUDE
-    + r"""if command -v python3 >/dev/null 2>&1; then exec python3 -c '
+    + r"""if [ "$#" -gt 16 ] && command -v python3 >/dev/null 2>&1; then exec python3 -c '
 import os, stat, sys
 out = []
 for p in sys.argv[1:]:
@@ -124,7 +124,7 @@ HASH_FILE = _PRELUDE + r"""h < "$1" """
 # into the hasher, which costs one more copy of every byte.
 HASH_FOLLOW = (
     _PRELUDE
-    + r"""if command -v python3 >/dev/null 2>&1; then exec python3 -c '
+    + r"""if [ "$#" -gt 16 ] && command -v python3 >/dev/null 2>&1; then exec python3 -c '
 import hashlib, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 digest, done, buf = hashlib.sha256(), 0, bytearray(1 << 18)

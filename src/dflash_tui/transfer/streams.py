@@ -139,7 +139,7 @@ class StreamWorker:
     ) -> None:
         asked: deque[Piece] = deque()
         while True:
-            await self._ask(reader, asked)
+            await self._ask(reader, asked, src_err)
             if not asked:
                 break
             piece = asked.popleft()
@@ -172,7 +172,9 @@ class StreamWorker:
             await asyncio.wait_for(writer.close_stdin(), LAST_ACKS_WAIT_S)
             await asyncio.wait_for(asyncio.shield(replies), LAST_ACKS_WAIT_S)
 
-    async def _ask(self, reader: SideStream, asked: deque[Piece]) -> None:
+    async def _ask(
+        self, reader: SideStream, asked: deque[Piece], src_err: asyncio.Future[bytes]
+    ) -> None:
         """Request pieces from the source while little enough is requested ahead."""
         lines = []
         ahead = sum(p.length for p in asked)
@@ -184,7 +186,10 @@ class StreamWorker:
             request |= {"s": piece.size, "h": piece.whole}
             lines.append(json.dumps(request) + "\n")
         if lines:
-            await reader.write("".join(lines).encode())
+            try:
+                await reader.write("".join(lines).encode())
+            except ConnectionLost:
+                raise await self._source_failure(reader, src_err, asked[0]) from None
 
     async def _forward(
         self,
