@@ -277,6 +277,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--netns", action="store_true", help="eval/train hosts in namespaces")
     parser.add_argument("--sizes", default="1M,256M,1G,tree", help="--netns: sizes and/or tree")
+    parser.add_argument(
+        "--before-src",
+        default=None,
+        help="--netns: also time the relay of this src/ tree (e.g. an older commit's), "
+        "alternating with the rest",
+    )
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--streams", type=int, default=None, help="dflash-tui relay --streams")
@@ -385,9 +391,10 @@ def _load() -> str:
 class NetnsBench:
     """Eval and train hosts in namespaces that reach only this machine (the jump host)."""
 
-    def __init__(self, work: Path, streams: int | None) -> None:
+    def __init__(self, work: Path, streams: int | None, before_src: Path | None = None) -> None:
         self.work = work
         self.streams = streams
+        self.before_src = before_src
         self.namespaces: list[Namespace] = []
         self.hosts: list[SshdHost] = []
         remove_stale_namespaces(NETNS_PREFIX)
@@ -434,7 +441,13 @@ class NetnsBench:
         self.run_no += 1
         return self.dst_dir / f"copy{self.run_no}"
 
-    def relay(self, src: Path) -> tuple[float, Path, dict[str, float]]:
+    def relay_before(self, src: Path) -> tuple[float, Path, dict[str, float]]:
+        """The relay from another source tree (--before-src), for before/after side by side."""
+        return self.relay(src, src_tree=self.before_src)
+
+    def relay(
+        self, src: Path, src_tree: Path | None = None
+    ) -> tuple[float, Path, dict[str, float]]:
         dst = self._dst()
         cmd = [
             sys.executable, "-m", "dflash_tui", "relay", "--config", str(self.config),
@@ -443,6 +456,8 @@ class NetnsBench:
         if self.streams:
             cmd += ["--streams", str(self.streams)]
         env = {**self.env, "DFLASH_TUI_RELAY_TRACE": "1"}
+        if src_tree is not None:
+            env["PYTHONPATH"] = str(src_tree)
         epoch = time.time()
         started = time.perf_counter()
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -453,6 +468,8 @@ class NetnsBench:
         verified = [e for e in events if e.get("event") == "file_verified"]
         if not verified or any(e["sha256_src"] != e["sha256_dst"] for e in verified):
             raise SystemExit(f"relay: sha256 at the two ends differ or missing: {verified}")
+        if src_tree is not None:
+            return elapsed, dst, {}
         return elapsed, dst, {k: v - epoch for k, v in _trace(out.stderr).items()}
 
     def scp3(self, src: Path) -> tuple[float, Path, dict[str, float]]:
@@ -490,6 +507,7 @@ def _trace(stderr: str) -> dict[str, float]:
 
 NETNS_METHODS = {
     "relay": "dflash-tui relay (sha256 both ends)",
+    "relay_before": "relay, --before-src tree",
     "scp3": "scp -3",
     "pipe": "ssh eval cat | ssh train 'cat >'",
 }
@@ -512,7 +530,8 @@ def netns_main(args: argparse.Namespace) -> None:
     traces: dict[str, list[dict[str, float]]] = {}
     uptime0 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     try:
-        bench = NetnsBench(work, args.streams)
+        before = Path(args.before_src).resolve() if args.before_src else None
+        bench = NetnsBench(work, args.streams, before)
         sources: dict[str, tuple[Path, object]] = {}
         for item in items:
             if item == TREE:
@@ -528,6 +547,7 @@ def netns_main(args: argparse.Namespace) -> None:
             for item in items:
                 src, want = sources[item]
                 methods = ["relay", "scp3"] + ([] if item == TREE else ["pipe"])
+                methods += ["relay_before"] if args.before_src else []
                 shift = rnd % len(methods)  # alternate who goes first
                 for name in methods[shift:] + methods[:shift]:
                     elapsed, dst, phases = getattr(bench, name)(src)
@@ -552,16 +572,21 @@ def netns_main(args: argparse.Namespace) -> None:
     print(f"uptime before: {uptime0}")
     print(f"uptime after:  {uptime1}")
     print(f"{args.rounds} round(s), {os.cpu_count()} CPUs, medians")
-    print("| item | relay s | scp -3 s | pipe s | relay / scp -3 | relay / pipe |")
-    print("|---|---|---|---|---|---|")
+    print("| item | relay s | scp -3 s | pipe s | relay / scp -3 | relay / pipe | before s |")
+    print("|---|---|---|---|---|---|---|")
     for item in items:
         med = {m: statistics.median(times[(item, m)]) for m in NETNS_METHODS if (item, m) in times}
         label = "200-file tree" if item == TREE else _size_label(_parse_size(item))
         pipe = f"{med['pipe']:.3f}" if "pipe" in med else ""
         vs_pipe = f"{med['pipe'] / med['relay']:.2f}x" if "pipe" in med else ""
+        before = (
+            f"{med['relay_before']:.3f} ({med['scp3'] / med['relay_before']:.2f}x)"
+            if "relay_before" in med
+            else ""
+        )
         print(
             f"| {label} | {med['relay']:.3f} | {med['scp3']:.3f} | {pipe} | "
-            f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} |"
+            f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} |"
         )
     for item, rows in traces.items():
         keys = list(rows[0])
