@@ -15,6 +15,7 @@ what is missing or differs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import sqlite3
@@ -186,6 +187,7 @@ class _Relay:
         self._fresh = True  # nothing recorded was checked by this process yet
         # Streams (streams.py) need python3 on both hosts; without it, the range scripts.
         self.use_streams = not options.direct
+        self._warm: asyncio.Future[StreamWorker] | None = None  # one worker started early
 
     # ------------------------------------------------------------------ top level
 
@@ -329,6 +331,10 @@ class _Relay:
         if self.options.direct and first:
             await direct_mode.require_reachable(self.pool, self.src.host, self.dst.host)
         trace.mark("connected")
+        if self.use_streams and self._warm is None:
+            self._warm = asyncio.ensure_future(
+                StreamWorker(self.src_side, self.dst_side, deque(), self).open()
+            )
         tree, probed = await asyncio.gather(
             walk_source(self.src_side, self.src),
             probe_destination(self.dst_side, self.src, self.dst),
@@ -530,14 +536,19 @@ class _Relay:
             if not job.done:
                 queue.extend(self._pieces(job))
         count = min(self.options.streams, max(1, len(queue)))
+        workers = [StreamWorker(self.src_side, self.dst_side, queue, self) for _ in range(count)]
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            try:
+                workers[0] = await warm  # started while planning
+                workers[0].queue = queue
+            except TransferError:
+                pass  # a fresh one tells what is wrong
         try:
             if queue:
-                await _run_all(
-                    [
-                        StreamWorker(self.src_side, self.dst_side, queue, self).run()
-                        for _ in range(count)
-                    ]
-                )
+                await _run_all([w.run() for w in workers])
+            else:
+                await workers[0].close()
         except PartTooShort:
             for job in pending:  # someone cut NAME.part short: those files start over
                 job.written.clear()
@@ -821,6 +832,11 @@ class _Relay:
 
     async def _stop(self) -> None:
         """Stop background hashes and close local files (between attempts and at the end)."""
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            warm.cancel()
+            with contextlib.suppress(BaseException):
+                await (await warm).close()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
         for job in self.jobs:

@@ -31,7 +31,7 @@ from dflash_tui.transfer.sides import Output, Side, SideStream
 
 READ_BYTES = 1 << 20
 AHEAD_BYTES = 16 << 20  # asked of the source beyond the piece being forwarded
-AHEAD_PIECES = 64
+AHEAD_PIECES = 8  # enough to hide a round trip per file; more starves the other workers
 SHA_HEX = 64
 WRITER_EXIT_WAIT_S = 5.0
 LAST_ACKS_WAIT_S = 2.0
@@ -111,23 +111,49 @@ class StreamWorker:
         self.renames: list[Piece] = []  # destination rename number -> piece
         self.checked = 0  # pieces of at_dst whose hashes were looked at
         self.collisions: list[str] = []
+        self._open: list[contextlib.AbstractAsyncContextManager[SideStream]] = []
+        self._streams: tuple[SideStream, SideStream]
+
+    async def open(self) -> StreamWorker:
+        """Start both scripts (at once); the engine does this while it still plans, so
+        the hosts' python3 start-up overlaps the planning round trips."""
+        cms = [self.src.stream(argv(SRC_STREAM)), self.dst.stream(argv(DST_STREAM))]
+        entered = await asyncio.gather(*(cm.__aenter__() for cm in cms), return_exceptions=True)
+        self._open = [
+            cm for cm, got in zip(cms, entered, strict=True) if isinstance(got, SideStream)
+        ]
+        for got in entered:
+            if isinstance(got, BaseException):
+                await self.close()
+                raise got
+        self._streams = (entered[0], entered[1])  # type: ignore[assignment]
+        return self
+
+    async def close(self) -> None:
+        """Stop both scripts (killed if still running)."""
+        open_, self._open = self._open, []
+        for cm in reversed(open_):
+            with contextlib.suppress(Exception):
+                await cm.__aexit__(None, None, None)
 
     async def run(self) -> None:
-        async with self.src.stream(argv(SRC_STREAM)) as reader:
-            async with self.dst.stream(argv(DST_STREAM)) as writer:
-                src_err = asyncio.ensure_future(reader.read_stderr())
-                dst_err = asyncio.ensure_future(writer.read_stderr())
-                replies = asyncio.ensure_future(self._replies(writer))
-                try:
-                    await self._pump(reader, writer, src_err, dst_err, replies)
-                except ConnectionLost:
-                    await self._last_acks(writer, replies)
-                    raise
-                finally:
-                    for task in (src_err, dst_err, replies):
-                        task.cancel()
-                    for piece in self.at_dst:
-                        piece.complete.set()  # nobody waits on a dead stream
+        if not self._open:
+            await self.open()
+        reader, writer = self._streams
+        src_err = asyncio.ensure_future(reader.read_stderr())
+        dst_err = asyncio.ensure_future(writer.read_stderr())
+        replies = asyncio.ensure_future(self._replies(writer))
+        try:
+            await self._pump(reader, writer, src_err, dst_err, replies)
+        except ConnectionLost:
+            await self._last_acks(writer, replies)
+            raise
+        finally:
+            for task in (src_err, dst_err, replies):
+                task.cancel()
+            for piece in self.at_dst:
+                piece.complete.set()  # nobody waits on a dead stream
+            await self.close()
 
     async def _pump(
         self,
