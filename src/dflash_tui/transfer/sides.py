@@ -100,6 +100,20 @@ class SideStream:
         except _transport_errors() as exc:
             raise self._lost(exc) from None
 
+    def write_nowait(self, data: bytes) -> None:
+        """Queue `data` for stdin without waiting for room (pair it with drain())."""
+        try:
+            self._stdin.write(data)
+        except _transport_errors() as exc:
+            raise self._lost(exc) from None
+
+    async def drain(self) -> None:
+        """Wait until what was written has room (backpressure)."""
+        try:
+            await self._stdin.drain()
+        except _transport_errors() as exc:
+            raise self._lost(exc) from None
+
     async def close_stdin(self) -> None:
         try:
             self._stdin.write_eof()

@@ -229,20 +229,48 @@ class StreamWorker:
         header |= {"s": piece.size, "h": piece.whole}
         self.at_dst.append(piece)
         await self._write(writer, (json.dumps(header) + "\n").encode(), piece, dst_err)
-        while piece.forwarded < piece.end:
-            want = min(READ_BYTES, piece.end - piece.forwarded)
-            chunk = await reader.read_full(want)
-            if len(chunk) < want:
+        # The next chunk is read while the last one drains to the destination
+        # (one chunk in each direction at most): reading and writing overlap.
+        draining: asyncio.Future[None] | None = None
+        try:
+            while piece.forwarded < piece.end:
+                want = min(READ_BYTES, piece.end - piece.forwarded)
+                chunk = await reader.read_full(want)
+                if len(chunk) < want:
+                    raise await self._source_failure(reader, src_err, piece)
+                if draining is not None:
+                    await self._drained(draining, writer, piece, dst_err)
+                try:
+                    writer.write_nowait(chunk)
+                except ConnectionLost:
+                    raise await self._writer_failure(writer, dst_err, piece) from None
+                draining = asyncio.ensure_future(writer.drain())
+                if piece.local_fd is not None:
+                    _pwrite_all(piece.local_fd, chunk, piece.forwarded)
+                piece.forwarded += len(chunk)
+                self.hooks.sent(piece, len(chunk))
+            trailer = await reader.read_full(SHA_HEX)
+            if len(trailer) < SHA_HEX:
                 raise await self._source_failure(reader, src_err, piece)
-            await self._write(writer, chunk, piece, dst_err)
-            if piece.local_fd is not None:
-                _pwrite_all(piece.local_fd, chunk, piece.forwarded)
-            piece.forwarded += len(chunk)
-            self.hooks.sent(piece, len(chunk))
-        trailer = await reader.read_full(SHA_HEX)
-        if len(trailer) < SHA_HEX:
-            raise await self._source_failure(reader, src_err, piece)
-        piece.src_sha = "" if trailer.startswith(b"-") else trailer.decode("ascii")
+            piece.src_sha = "" if trailer.startswith(b"-") else trailer.decode("ascii")
+            if draining is not None:
+                await self._drained(draining, writer, piece, dst_err)
+                draining = None
+        finally:
+            if draining is not None and not draining.done():
+                draining.cancel()
+
+    async def _drained(
+        self,
+        draining: asyncio.Future[None],
+        writer: SideStream,
+        piece: Piece,
+        dst_err: asyncio.Future[bytes],
+    ) -> None:
+        try:
+            await draining
+        except ConnectionLost:
+            raise await self._writer_failure(writer, dst_err, piece) from None
 
     async def _write(
         self, writer: SideStream, data: bytes, piece: Piece, dst_err: asyncio.Future[bytes]
