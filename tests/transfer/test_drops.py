@@ -89,7 +89,10 @@ class _Watch:
             if '"retrying"' in line:
                 # The attempt is over (its streams closed); the retry waits >= 0.4 s.
                 time.sleep(0.2)
+                final = self.part.with_suffix("")
                 landed = self.part.stat().st_size if self.part.exists() else 0
+                if not landed and final.exists():  # renamed before the link dropped
+                    landed = final.stat().st_size
                 self.drops.append((json.loads(line)["bytes_sent"], landed))
 
     def finish(self) -> tuple[str, str]:
