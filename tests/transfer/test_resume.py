@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import shlex
 from pathlib import Path
 
@@ -178,3 +179,41 @@ async def test_corruption_on_the_way_is_caught_and_only_the_bad_range_is_resent(
     assert (b.home / "w.bin.part.corrupted").is_dir()  # the fault really fired
     assert _sha(b.home / "w.bin") == sha == result.files[0].sha256_dst
     assert result.bytes_sent == size + RANGE
+
+
+async def test_a_large_file_moves_in_pieces_at_once_and_survives_a_drop(
+    sshd_factory, write_config, monkeypatch
+) -> None:
+    """Above SPLIT_MIN_BYTES a file goes in several pieces over several workers, hashed
+    whole apart from them; a drop mid-way resends only what was in flight."""
+    engine = importlib.import_module("dflash_tui.transfer.relay")
+    monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16 * MIB)
+    monkeypatch.setattr(engine, "SPLIT_PIECE_BYTES", 8 * MIB)
+    started: list[int] = []
+    real_pieces = engine._Relay._pieces
+
+    def pieces(self, job):  # type: ignore[no-untyped-def]
+        got = real_pieces(self, job)
+        started.append(len(got))
+        return got
+
+    monkeypatch.setattr(engine._Relay, "_pieces", pieces)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "big.bin", SIZE)
+    events: list = []  # type: ignore[type-arg]
+    on_event, killed = _killer(a, events, SIZE // 3)
+    options = RelayOptions(
+        range_bytes=RANGE, streams=3, retries=5, backoff_base_s=0.1, progress_interval_s=0
+    )
+    async with relay_env(config) as (pool, conn):
+        result = await relay(
+            pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin",
+            options=options, on_event=on_event,
+        )  # fmt: skip
+    assert started[0] == 3, started  # 48 MiB in three pieces of 16 MiB
+    assert killed and any(isinstance(e, Retrying) for e in events)
+    assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_src
+    assert result.files[0].sha256_dst == sha
+    assert result.bytes_sent - SIZE < RANGE, result.bytes_sent - SIZE
+    assert not part_files(b.home)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import random
 import sqlite3
@@ -65,6 +66,12 @@ from dflash_tui.transfer.verify import (
 
 if TYPE_CHECKING:
     from dflash_tui.remote.pool import HostPool
+
+
+# A file of at least SPLIT_MIN_BYTES left to send moves in up to `streams`
+# pieces of at least SPLIT_PIECE_BYTES at once.
+SPLIT_MIN_BYTES = 256 << 20
+SPLIT_PIECE_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -578,10 +585,29 @@ class _Relay:
         if not runs:
             runs = [[job.file.size, job.file.size]]  # everything landed: hash and rename
         whole = len(runs) == 1 and runs[0][1] == job.file.size
+        if whole and self.options.streams > 1 and runs[0][1] - runs[0][0] >= SPLIT_MIN_BYTES:
+            runs = self._split(runs[0][0], runs[0][1])
+            whole = False
+            # Hashed whole apart from the streams: the source at once, beside them.
+            job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
+            self._tasks.append(job.src_hash)  # type: ignore[arg-type]
         return [
             Piece(job, job.src_path, job.dst_part, a, b, job.file.size, whole, job.local_fd)
             for a, b in runs
         ]
+
+    def _split(self, start: int, end: int) -> list[list[int]]:
+        """[start, end) in up to `streams` pieces of at least SPLIT_PIECE_BYTES, on range
+        boundaries, for workers to move at once (one stream is bound by its round trips)."""
+        count = max(1, min(self.options.streams, (end - start) // SPLIT_PIECE_BYTES))
+        step = -(-(end - start) // count)
+        cuts = [start]
+        for i in range(1, count):
+            cut = -(-(start + i * step) // self.range_bytes) * self.range_bytes
+            if cuts[-1] < cut < end:
+                cuts.append(cut)
+        cuts.append(end)
+        return [[a, b] for a, b in itertools.pairwise(cuts)]
 
     def sent(self, piece: Piece, nbytes: int) -> None:
         job = piece.key
@@ -628,8 +654,10 @@ class _Relay:
 
     async def _verify_and_finish(self, job: Job) -> None:
         """A file the streams did not finish: hash both ends, resend bad ranges once, rename."""
+        early, job.src_hash = job.src_hash, None
         src_sha, dst_sha = await asyncio.gather(
-            self._hash(self.src_side, job.src_path), self._hash(self.dst_side, job.dst_part)
+            early if early is not None else self._hash(self.src_side, job.src_path),
+            self._hash(self.dst_side, job.dst_part),
         )
         local_sha = await self._local_sha(job)
         if src_sha != dst_sha or local_sha not in (None, src_sha):
