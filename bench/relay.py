@@ -25,6 +25,17 @@ throughput when other jobs share the cores.
 
     .venv/bin/python bench/relay.py                 # 1 GiB, 3 rounds
     .venv/bin/python bench/relay.py --size-mib 256 --rounds 1
+
+`--netns` measures through a real jump host instead: the eval and train hosts
+are sshd in two network namespaces that reach only this machine (the root
+namespace, where the console runs), no route between them (see
+tests/transfer/netns.py). Files of each `--sizes` size and a results tree of
+200 small files go eval -> train with the relay, `scp -3` (`-r` for the tree)
+and, for files, `ssh eval cat | ssh train 'cat >'`, alternating within each
+round; medians per method and ratios. The namespaces go on exit, Ctrl-C too.
+
+    .venv/bin/python bench/relay.py --netns --sizes 1M,256M,1G,tree --rounds 5
+    .venv/bin/python bench/relay.py --netns --sizes 1M,tree --rounds 2   # short
 """
 
 from __future__ import annotations
@@ -34,8 +45,10 @@ import hashlib
 import json
 import os
 import platform
+import random
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -48,6 +61,13 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from tests.testbed import ClientKey, SshdHost, hosts_toml, sshd_host_entry  # noqa: E402
 from tests.transfer.hosts import HomeSshdHost, make_ssh_home  # noqa: E402
+from tests.transfer.netns import (  # noqa: E402
+    Namespace,
+    delete_namespace,
+    make_namespace,
+    netns_permitted,
+    remove_stale_namespaces,
+)
 
 MB = 1_000_000
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
@@ -255,12 +275,23 @@ METHODS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--netns", action="store_true", help="eval/train hosts in namespaces")
+    parser.add_argument("--sizes", default="1M,256M,1G,tree", help="--netns: sizes and/or tree")
+    parser.add_argument(
+        "--before-src",
+        default=None,
+        help="--netns: also time the relay of this src/ tree (e.g. an older commit's), "
+        "alternating with the rest",
+    )
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--streams", type=int, default=None, help="dflash-tui relay --streams")
     parser.add_argument("--methods", default="relay,scp3,pipe")
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
+    if args.netns:
+        netns_main(args)
+        return
     if not shutil.which("sshd") and not Path("/usr/sbin/sshd").exists():
         raise SystemExit("needs OpenSSH sshd (apt-get install openssh-server)")
     work = Path(tempfile.mkdtemp(prefix="relay-bench-", dir=args.dir))
@@ -313,6 +344,254 @@ def main() -> None:
                     f"relay vs {METHODS[m][0]}: throughput {medians[m] / medians['relay']:.2f}x, "
                     f"CPU used {cpu_medians['relay'] / cpu_medians[m]:.2f}x"
                 )
+
+
+# ---------------------------------------------------------------------- --netns
+
+
+NETNS_PREFIX = "dfb"
+TREE = "tree"
+
+
+def _parse_size(word: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(word[:-1]) * units[word[-1].upper()] if word[-1].upper() in units else int(word)
+
+
+def _size_label(size: int) -> str:
+    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= n and size % n == 0:
+            return f"{size // n} {unit}"
+    return f"{size} B"
+
+
+def _write_results_tree(root: Path, files: int = 200) -> int:
+    """A results tree as eval runs leave it: per run a config, metrics, samples, a log."""
+    rng = random.Random(14)
+    total = 0
+    names = ["config.json", "metrics.json", "samples.jsonl", "eval.log", "acceptance.csv"]
+    for i in range(files):
+        run = root / f"run-{i // len(names):03d}"
+        run.mkdir(parents=True, exist_ok=True)
+        size = rng.randint(200, 24_000)
+        (run / names[i % len(names)]).write_bytes(rng.randbytes(size))
+        total += size
+    return total
+
+
+def _tree_sha(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+class NetnsBench:
+    """Eval and train hosts in namespaces that reach only this machine (the jump host)."""
+
+    def __init__(self, work: Path, streams: int | None, before_src: Path | None = None) -> None:
+        self.work = work
+        self.streams = streams
+        self.before_src = before_src
+        self.namespaces: list[Namespace] = []
+        self.hosts: list[SshdHost] = []
+        remove_stale_namespaces(NETNS_PREFIX)
+        self.key = ClientKey.generate(work / "key")
+        for letter in "et":
+            self.namespaces.append(make_namespace(letter, NETNS_PREFIX))
+        ns_e, ns_t = self.namespaces
+        self.eval = SshdHost(work / "eval", self.key, netns=ns_e.name, address=ns_e.address)
+        self.train = SshdHost(work / "train", self.key, netns=ns_t.name, address=ns_t.address)
+        for host in (self.eval, self.train):
+            self.hosts.append(host.start())
+        if ns_e.can_connect(self.train.address, 22) or ns_t.can_connect(self.eval.address, 22):
+            raise SystemExit("the namespaces reach each other: not a jump-host topology")
+        self.known = work / "known_hosts"
+        self.known.write_text(self.eval.known_hosts_line() + self.train.known_hosts_line())
+        self.config = hosts_toml(
+            work / "hosts.toml",
+            {
+                "eval": sshd_host_entry(self.eval, self.key),
+                "train": sshd_host_entry(self.train, self.key),
+            },
+            known_hosts=self.known,
+        )
+        self.src_dir = work / "eval-data"
+        self.dst_dir = work / "train-data"
+        self.src_dir.mkdir()
+        self.dst_dir.mkdir()
+        self.run_no = 0
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    def close(self) -> None:
+        for host in self.hosts:
+            host.stop()
+        for ns in self.namespaces:
+            delete_namespace(ns.name)
+
+    def _ssh(self, host: SshdHost) -> list[str]:
+        return [
+            "ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={self.known}",
+            "-i", str(self.key.private), f"root@{host.address}",
+        ]  # fmt: skip
+
+    def _dst(self) -> Path:
+        self.run_no += 1
+        return self.dst_dir / f"copy{self.run_no}"
+
+    def relay_before(self, src: Path) -> tuple[float, Path, dict[str, float]]:
+        """The relay from another source tree (--before-src), for before/after side by side."""
+        return self.relay(src, src_tree=self.before_src)
+
+    def relay(
+        self, src: Path, src_tree: Path | None = None
+    ) -> tuple[float, Path, dict[str, float]]:
+        dst = self._dst()
+        cmd = [
+            sys.executable, "-m", "dflash_tui", "relay", "--config", str(self.config),
+            "--json", f"eval:{src}", f"train:{dst}",
+        ]  # fmt: skip
+        if self.streams:
+            cmd += ["--streams", str(self.streams)]
+        env = {**self.env, "DFLASH_TUI_RELAY_TRACE": "1"}
+        if src_tree is not None:
+            env["PYTHONPATH"] = str(src_tree)
+        epoch = time.time()
+        started = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        elapsed = time.perf_counter() - started
+        if out.returncode != 0:
+            raise SystemExit(f"relay failed: {out.stderr[-2000:] or out.stdout[-2000:]}")
+        events = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+        verified = [e for e in events if e.get("event") == "file_verified"]
+        if not verified or any(e["sha256_src"] != e["sha256_dst"] for e in verified):
+            raise SystemExit(f"relay: sha256 at the two ends differ or missing: {verified}")
+        if src_tree is not None:
+            return elapsed, dst, {}
+        return elapsed, dst, {k: v - epoch for k, v in _trace(out.stderr).items()}
+
+    def scp3(self, src: Path) -> tuple[float, Path, dict[str, float]]:
+        dst = self._dst()
+        cmd = [
+            "scp", "-3", "-q", "-r", "-o", "BatchMode=yes",
+            "-o", f"UserKnownHostsFile={self.known}", "-i", str(self.key.private),
+            f"scp://root@{self.eval.address}/{src}", f"scp://root@{self.train.address}/{dst}",
+        ]  # fmt: skip
+        started = time.perf_counter()
+        subprocess.run(cmd, check=True)
+        return time.perf_counter() - started, dst, {}
+
+    def pipe(self, src: Path) -> tuple[float, Path, dict[str, float]]:
+        dst = self._dst()
+        started = time.perf_counter()
+        reader = subprocess.Popen([*self._ssh(self.eval), f"cat '{src}'"], stdout=subprocess.PIPE)
+        writer = subprocess.Popen([*self._ssh(self.train), f"cat > '{dst}'"], stdin=reader.stdout)
+        assert reader.stdout is not None
+        reader.stdout.close()
+        if writer.wait() != 0 or reader.wait() != 0:
+            raise SystemExit("ssh pipe failed")
+        return time.perf_counter() - started, dst, {}
+
+
+def _trace(stderr: str) -> dict[str, float]:
+    """Phase timestamps the relay prints with DFLASH_TUI_RELAY_TRACE=1 (`trace PHASE SECONDS`)."""
+    phases: dict[str, float] = {}
+    for line in stderr.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "trace":
+            phases[parts[1]] = float(parts[2])
+    return phases
+
+
+NETNS_METHODS = {
+    "relay": "dflash-tui relay (sha256 both ends)",
+    "relay_before": "relay, --before-src tree",
+    "scp3": "scp -3",
+    "pipe": "ssh eval cat | ssh train 'cat >'",
+}
+
+
+def netns_main(args: argparse.Namespace) -> None:
+    reason = netns_permitted()
+    if reason:
+        raise SystemExit(f"--netns: {reason}")
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    work = Path(tempfile.mkdtemp(prefix="relay-netns-", dir=args.dir))
+    items = [w.strip() for w in args.sizes.split(",") if w.strip()]
+    bench: NetnsBench | None = None
+    times: dict[tuple[str, str], list[float]] = {}
+    traces: dict[str, list[dict[str, float]]] = {}
+    uptime0 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    try:
+        before = Path(args.before_src).resolve() if args.before_src else None
+        bench = NetnsBench(work, args.streams, before)
+        sources: dict[str, tuple[Path, object]] = {}
+        for item in items:
+            if item == TREE:
+                root = bench.src_dir / "results"
+                total = _write_results_tree(root)
+                sources[item] = (root, _tree_sha(root))
+                print(f"results tree: 200 files, {total / MB:.1f} MB", flush=True)
+            else:
+                size = _parse_size(item)
+                path = bench.src_dir / f"model-{item}.safetensors"
+                sources[item] = (path, _write_random(path, size))
+        for rnd in range(args.rounds):
+            for item in items:
+                src, want = sources[item]
+                methods = ["relay", "scp3"] + ([] if item == TREE else ["pipe"])
+                methods += ["relay_before"] if args.before_src else []
+                shift = rnd % len(methods)  # alternate who goes first
+                for name in methods[shift:] + methods[:shift]:
+                    elapsed, dst, phases = getattr(bench, name)(src)
+                    got = _tree_sha(dst) if item == TREE else _sha256(dst)
+                    if got != want:
+                        raise SystemExit(f"{name} {item}: WRONG COPY")
+                    shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
+                    times.setdefault((item, name), []).append(elapsed)
+                    if phases:
+                        traces.setdefault(item, []).append(phases)
+                    print(
+                        f"round {rnd + 1} {item:>5s} {NETNS_METHODS[name]:36s} "
+                        f"{elapsed:7.3f} s  load {_load()}",
+                        flush=True,
+                    )
+    finally:
+        if bench is not None:
+            bench.close()
+        shutil.rmtree(work, ignore_errors=True)
+    uptime1 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    print()
+    print(f"uptime before: {uptime0}")
+    print(f"uptime after:  {uptime1}")
+    print(f"{args.rounds} round(s), {os.cpu_count()} CPUs, medians")
+    print("| item | relay s | scp -3 s | pipe s | relay / scp -3 | relay / pipe | before s |")
+    print("|---|---|---|---|---|---|---|")
+    for item in items:
+        med = {m: statistics.median(times[(item, m)]) for m in NETNS_METHODS if (item, m) in times}
+        label = "200-file tree" if item == TREE else _size_label(_parse_size(item))
+        pipe = f"{med['pipe']:.3f}" if "pipe" in med else ""
+        vs_pipe = f"{med['pipe'] / med['relay']:.2f}x" if "pipe" in med else ""
+        before = (
+            f"{med['relay_before']:.3f} ({med['scp3'] / med['relay_before']:.2f}x)"
+            if "relay_before" in med
+            else ""
+        )
+        print(
+            f"| {label} | {med['relay']:.3f} | {med['scp3']:.3f} | {pipe} | "
+            f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} |"
+        )
+    for item, rows in traces.items():
+        keys = list(rows[0])
+        shown = ", ".join(f"{k} {statistics.median(r.get(k, 0.0) for r in rows):.3f}" for k in keys)
+        print(f"relay phases {item} (median s since start): {shown}")
 
 
 if __name__ == "__main__":

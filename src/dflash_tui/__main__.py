@@ -1,7 +1,5 @@
 """`python -m dflash_tui` runs the same CLI as the `dflash-tui` script."""
 
-import sys
+from dflash_tui.cli import entry
 
-from dflash_tui.cli import main
-
-sys.exit(main())
+entry()

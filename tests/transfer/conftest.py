@@ -15,11 +15,9 @@ import contextlib
 import hashlib
 import os
 import random
-import re
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,89 +27,13 @@ from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import open_transfer_state
 from tests.testbed import SSHD, ClientKey, SshdHost
 from tests.transfer.hosts import HomeSshdHost
-
-NS_PREFIX = "dfr"
-_NS_NAME = re.compile(rf"^{NS_PREFIX}(\d+)([a-z])$")
-
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
-
-
-def _netns_permitted() -> str | None:
-    """None if we may create network namespaces, else why not."""
-    probe = f"{NS_PREFIX}probe{os.getpid()}"
-    try:
-        out = _ip("netns", "add", probe, check=False)
-    except FileNotFoundError:
-        return "`ip` (iproute2) is not installed"
-    if out.returncode != 0:
-        return f"`ip netns add` is not permitted here: {out.stderr.strip()}"
-    _ip("netns", "del", probe, check=False)
-    return None
-
-
-def _remove_stale_namespaces() -> None:
-    for line in _ip("netns", "list", check=False).stdout.splitlines():
-        name = line.split()[0] if line.strip() else ""
-        match = _NS_NAME.match(name)
-        if match and not Path(f"/proc/{match.group(1)}").exists():
-            _ip("netns", "del", name, check=False)
-
-
-def _free_subnet() -> int:
-    """A third octet X such that 10.201.X.0/30 is not routed here yet."""
-    for x in random.sample(range(1, 250), 249):
-        if not _ip("-4", "route", "show", f"10.201.{x}.0/30", check=False).stdout.strip():
-            return x
-    raise RuntimeError("no free 10.201.X.0/30 test subnet")
-
-
-@dataclass
-class Namespace:
-    """One network namespace joined to the root namespace by a veth pair."""
-
-    name: str
-    address: str  # the namespace's side
-    gateway: str  # the root namespace's side
-
-    def run(self, *argv: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["ip", "netns", "exec", self.name, *argv],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    def can_connect(self, address: str, port: int) -> bool:
-        out = self.run("timeout", "3", "bash", "-c", f"echo > /dev/tcp/{address}/{port}")
-        return out.returncode == 0
-
-
-def _make_namespace(letter: str) -> Namespace:
-    name = f"{NS_PREFIX}{os.getpid()}{letter}"
-    _ip("netns", "del", name, check=False)
-    x = _free_subnet()
-    outside, inside = f"{name}o", f"{name}i"
-    try:
-        _ip("netns", "add", name)
-        _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
-        _ip("link", "set", inside, "netns", name)
-        _ip("addr", "add", f"10.201.{x}.1/30", "dev", outside)
-        _ip("link", "set", outside, "up")
-        _ip("netns", "exec", name, "ip", "addr", "add", f"10.201.{x}.2/30", "dev", inside)
-        _ip("netns", "exec", name, "ip", "link", "set", inside, "up")
-        _ip("netns", "exec", name, "ip", "link", "set", "lo", "up")
-    except subprocess.CalledProcessError as exc:
-        _delete_namespace(name)
-        raise RuntimeError(f"setting up namespace {name}: {exc.stderr}") from None
-    return Namespace(name, f"10.201.{x}.2", f"10.201.{x}.1")
-
-
-def _delete_namespace(name: str) -> None:
-    # Deleting the namespace deletes its veth end, and with it the peer here.
-    _ip("netns", "del", name, check=False)
-    _ip("link", "del", f"{name}o", check=False)
+from tests.transfer.netns import (
+    Namespace,
+    delete_namespace,
+    make_namespace,
+    netns_permitted,
+    remove_stale_namespaces,
+)
 
 
 @pytest.fixture
@@ -121,15 +43,15 @@ def isolated_pair(
     """Two sshd hosts that this machine reaches but that cannot reach each other."""
     if not os.path.exists(SSHD):
         pytest.skip("OpenSSH sshd is not installed")
-    reason = _netns_permitted()
+    reason = netns_permitted()
     if reason:
         pytest.skip(f"cannot build isolated hosts: {reason}")
-    _remove_stale_namespaces()
+    remove_stale_namespaces()
     made: list[Namespace] = []
     hosts: list[SshdHost] = []
     try:
         for letter in "ab":
-            made.append(_make_namespace(letter))
+            made.append(make_namespace(letter))
         for ns in made:
             hosts.append(sshd_factory(f"ns{ns.name[-1]}", netns=ns.name, address=ns.address))
         yield hosts[0], hosts[1], made[0], made[1]
@@ -137,7 +59,7 @@ def isolated_pair(
         for host in hosts:  # stop sshd before its namespace goes
             host.stop()
         for ns in made:
-            _delete_namespace(ns.name)
+            delete_namespace(ns.name)
 
 
 @pytest.fixture

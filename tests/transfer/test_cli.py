@@ -87,7 +87,7 @@ def test_exit_codes(sshd, write_config, capsys) -> None:
 def test_console_killed_mid_file_resumes_on_rerun(sshd_factory, write_config) -> None:
     a, b = sshd_factory("a"), sshd_factory("b")
     config = write_config({"a": a, "b": b})
-    size = 24 * MIB
+    size = 64 * MIB  # the first progress report comes after 0.1 s
     sha = random_file(a.home / "big.bin", size)
     args = ["relay", "--config", str(config), "--json", "--range-mib", "2", "--streams", "2"]
     args += [f"a:{a.home}/big.bin", f"b:{b.home}/big.bin"]
@@ -119,3 +119,20 @@ def test_console_killed_mid_file_resumes_on_rerun(sshd_factory, write_config) ->
     assert finished["bytes_sent"] == size - started["bytes_verified"]
     assert hashlib.sha256((b.home / "big.bin").read_bytes()).hexdigest() == sha
     assert not Path(f"{b.home}/big.bin.part").exists()
+
+
+def test_cli_defaults_match_the_engine_and_help_starts_without_the_engine() -> None:
+    """`relay --help` builds only its own parser and does not import asyncssh."""
+    code = (
+        "import sys; from dflash_tui.cli import main\n"
+        "try:\n    main(['relay', '--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('asyncssh', 'dflash_tui.remote.pool', 'dflash_tui.commands.status')"
+        " if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "HEAVY []" in out.stdout, out.stdout[-500:]
+    from dflash_tui.commands.relay import DEFAULT_STREAMS
+    from dflash_tui.transfer import RelayOptions
+
+    assert RelayOptions().streams == DEFAULT_STREAMS

@@ -216,3 +216,19 @@ async def test_remote_path_completion_is_bounded_and_literal(two_hosts) -> None:
     ]
     assert [h.name for h in star] == ["qwen*"]
     assert len(bounded) == 2 and missing == []
+
+
+async def test_hosts_without_python3_fall_back_to_the_range_scripts(two_hosts, monkeypatch) -> None:
+    """The streams need python3; where a host has none, the relay still completes."""
+    from dflash_tui.transfer import streams
+
+    no_python = 'echo "dflash: python3 not found" >&2; exit 127\n'
+    monkeypatch.setattr(streams, "SRC_STREAM", no_python)
+    monkeypatch.setattr(streams, "DST_STREAM", no_python)
+    a, b, config = two_hosts
+    sha = random_file(a.home / "w.bin", 3 * MIB + 5)
+    async with relay_env(config) as (pool, conn):
+        result = await relay(pool, conn, f"a:{a.home}/w.bin", f"b:{b.home}/w.bin")
+    assert result.files[0].sha256_src == result.files[0].sha256_dst == sha
+    assert hashlib.sha256((b.home / "w.bin").read_bytes()).hexdigest() == sha
+    assert result.bytes_sent == 3 * MIB + 5 and not part_files(b.home)

@@ -7,12 +7,14 @@ import asyncio
 import contextlib
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from dflash_tui.commands import CommandError
 from dflash_tui.config import load_config
-from dflash_tui.monitor.backlog import Backlog, load_backlog
-from dflash_tui.monitor.tail import LogTail
-from dflash_tui.remote.pool import HostPool
+
+if TYPE_CHECKING:  # loaded when the command runs: `logs --help` starts without asyncssh
+    from dflash_tui.monitor.backlog import Backlog
+    from dflash_tui.remote.pool import HostPool
 
 MAX_WINDOW_BYTES = 64 << 20
 
@@ -34,6 +36,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 async def _last_lines(pool: HostPool, host: str, path: str, n: int) -> Backlog:
     """The window at the end of the log that holds at least `n` lines (or the whole log)."""
+    from dflash_tui.monitor.backlog import load_backlog
+
     window = max(4096, n * 256)
     while True:
         backlog = await load_backlog(pool, host, path, history=False, window_bytes=window)
@@ -49,6 +53,9 @@ def _write(text: str) -> None:
 
 
 async def _logs(args: argparse.Namespace) -> int:
+    from dflash_tui.monitor.tail import LogTail
+    from dflash_tui.remote.pool import HostPool
+
     config = load_config(args.config)
     try:
         run = config.run(args.run_name)

@@ -12,17 +12,15 @@ import asyncio
 import json
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import print_json, print_table
 from dflash_tui.config import load_config
-from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import (
     EndpointError,
     FileProgress,
     FileVerified,
-    RelayOptions,
     Retrying,
     TransferError,
     TransferEvent,
@@ -31,9 +29,12 @@ from dflash_tui.transfer import (
     TransferStarted,
     list_transfers,
     open_transfer_state,
-    relay,
-    resume_transfer,
+    trace,
 )
+from dflash_tui.transfer.verify import DEFAULT_RANGE_BYTES
+
+if TYPE_CHECKING:
+    from dflash_tui.transfer import RelayOptions
 
 LIST_COLUMNS = [
     ("id", "ID"),
@@ -45,6 +46,7 @@ LIST_COLUMNS = [
     ("error", "ERROR"),
 ]
 PLAIN_INTERVAL_S = 5.0
+DEFAULT_STREAMS = 4  # RelayOptions.streams (test_cli checks they agree)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -80,14 +82,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument(
         "--streams",
         type=int,
-        default=RelayOptions.streams,
+        default=DEFAULT_STREAMS,
         metavar="N",
-        help=f"ranges moved at once (default {RelayOptions.streams})",
+        help="files moved at once, each pair of streams carrying one file after another "
+        "(default %(default)s)",
     )
     p.add_argument(
         "--range-mib",
         type=int,
-        default=RelayOptions.range_bytes // (1 << 20),
+        default=DEFAULT_RANGE_BYTES // (1 << 20),
         metavar="MIB",
         help="size of the verified, resumable ranges (default %(default)s MiB)",
     )
@@ -98,7 +101,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
+    trace.mark("command")
     config = load_config(args.config)
+    trace.mark("config")
     if args.list:
         return _list(config.console.state_dir, args.json)
     if args.resume and (args.src or args.dst):
@@ -107,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("relay needs SRC and DST (or --resume ID, or --list)", 2)
     if args.retries < 0 or args.streams < 1 or args.range_mib < 1:
         raise CommandError("--retries must be >= 0, --streams and --range-mib >= 1", 2)
+    from dflash_tui.transfer import RelayOptions  # the engine loads only to run one
+
     options = RelayOptions(
         force=args.force,
         keep_local=args.keep_local,
@@ -120,10 +127,17 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_relay(config, args, options, printer))
     finally:
         printer.close()
+        trace.mark("loop_closed")
 
 
 async def _relay(config, args: argparse.Namespace, options: RelayOptions, printer) -> int:  # type: ignore[no-untyped-def]
+
+    from dflash_tui.remote.pool import HostPool
+    from dflash_tui.transfer import relay, resume_transfer
+
+    trace.mark("imported")
     conn = open_transfer_state(config.console.state_dir)
+    trace.mark("state")
     try:
         async with HostPool(config) as pool:
             try:
@@ -144,6 +158,7 @@ async def _relay(config, args: argparse.Namespace, options: RelayOptions, printe
                 return 1
     finally:
         conn.close()
+        trace.mark("pool_closed")
     printer.summary(result)
     return 0
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
 from dflash_tui.config import load_config
-from dflash_tui.monitor import Monitor, MonitorOptions, MonitorSnapshot, RunState, RunView
-from dflash_tui.monitor.history import Trend
-from dflash_tui.monitor.liveness import format_duration
-from dflash_tui.remote.pool import HostPool
+
+if TYPE_CHECKING:  # loaded when the command runs: `status --help` starts without asyncssh
+    from dflash_tui.monitor import MonitorSnapshot, RunView
+    from dflash_tui.monitor.history import Trend
 
 COLUMNS = [
     ("run", "RUN"),
@@ -27,7 +27,7 @@ COLUMNS = [
     ("log_age", "LOG_AGE"),
     ("gpu", "GPU"),
 ]
-FAILED_STATES = (RunState.DEAD, RunState.UNKNOWN)
+FAILED_STATES = ("dead", "unknown")  # RunState values
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 async def collect(config_path: str | None, timeout_s: float) -> tuple[str, MonitorSnapshot]:
     """Load the config, take one snapshot of every run, close every connection."""
+    from dflash_tui.monitor import Monitor, MonitorOptions
+    from dflash_tui.remote.pool import HostPool
+
     config = load_config(config_path)
     hosts = sorted({r.host for r in config.runs})
     async with HostPool(config) as pool:
@@ -81,6 +84,8 @@ def _tokens(value: float | None) -> str | None:
 
 def row(view: RunView, gpu: str) -> dict[str, Any]:
     """A run's cells for the table."""
+    from dflash_tui.monitor.liveness import format_duration
+
     step = None
     if view.step is not None:
         step = f"{view.step}/{view.total_steps}" if view.total_steps else str(view.step)
@@ -130,4 +135,4 @@ def run(args: argparse.Namespace) -> int:
             print("* tau calibrated from evaluated checkpoints")
         if any(r.acceptance is not None for r in snapshot.runs):
             print("= acceptance length the server reports (vLLM, SGLang)")
-    return 1 if any(r.state in FAILED_STATES for r in snapshot.runs) else 0
+    return 1 if any(r.state.value in FAILED_STATES for r in snapshot.runs) else 0

@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import asyncssh
+from dflash_tui.remote.library_search import without_absent_liboqs_search  # isort: skip
+
+with without_absent_liboqs_search():
+    import asyncssh
 
 from dflash_tui.config import Config, ConfigError, HostConfig
 from dflash_tui.remote import ignore_packets

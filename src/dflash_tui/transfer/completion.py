@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import posixpath
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.endpoints import remote_path
 from dflash_tui.transfer.scripts import COMPLETE, argv
 from dflash_tui.transfer.sides import make_side
+
+if TYPE_CHECKING:
+    from dflash_tui.remote.pool import HostPool
 
 DEFAULT_LIMIT = 50
 

@@ -139,8 +139,7 @@ async def check_space(side: Side, root: Endpoint, need: int) -> None:
     """TransferError(disk_full) when the filesystem under `root` has less than `need` free."""
     if need <= 0:
         return
-    existing = await existing_dir(side, root.path)
-    free = await free_bytes(side, existing)
+    free, existing = await free_bytes(side, root.path)
     if free is not None and free < need:
         raise TransferError(
             f"{side.label}:{root.path}: not enough space: {_size(need)} to write, "
@@ -149,27 +148,31 @@ async def check_space(side: Side, root: Endpoint, need: int) -> None:
         )
 
 
-async def prepare(side: Side, root: Endpoint, tree: SourceTree, parts: list[str]) -> None:
-    """Create the directory tree and the .part files (existing ones are kept for resume)."""
+async def prepare(
+    side: Side, root: Endpoint, tree: SourceTree, parts: list[str], *, only_empty: bool = False
+) -> None:
+    """Create the directory tree and the .part files (existing ones are kept for resume).
+
+    `only_empty`: just the directories no file will be written into (the streams
+    create a file's directories as they open it).
+    """
     dirs = [root.path] if tree.is_dir else []
     dirs += [root.join(d).path for d in tree.dirs]
+    if only_empty:
+        full = {""}
+        for f in tree.files:
+            parent = posixpath.dirname(f.rel)
+            while parent not in full:
+                full.add(parent)
+                parent = posixpath.dirname(parent)
+        dirs = [root.join(d).path for d in ["", *tree.dirs] if d not in full and tree.is_dir]
+        if tree.is_dir and not tree.files:
+            dirs.insert(0, root.path)
     if not dirs and not parts:
         return
     out = await side.run(argv(PREPARE, len(dirs), *dirs, *parts))
     if not out.ok:
         raise describe_failure(f"{side.label}:{root.path}", out, "creating the destination")
-
-
-async def existing_dir(side: Side, path: str) -> str:
-    """The deepest existing directory at or above `path` (where df can look)."""
-    candidates = [path]
-    while candidates[-1] not in ("/", ".", ""):
-        candidates.append(posixpath.dirname(candidates[-1].rstrip("/")) or ".")
-    states = await inspect_paths(side, candidates)
-    for candidate, state in zip(candidates, states, strict=True):
-        if state.kind == "d":
-            return candidate
-    return "."
 
 
 def _size(n: float) -> str:

@@ -12,11 +12,14 @@ bulk bytes skip this machine.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dflash_tui.remote.errors import RemoteError
-from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.scripts import DIRECT_RANGE, PROBE, argv
+
+if TYPE_CHECKING:
+    from dflash_tui.remote.pool import HostPool
 
 __all__ = ["DIRECT_RANGE", "DirectCheck", "check_direct", "require_reachable", "ssh_argv"]
 

@@ -71,12 +71,15 @@ class FileVerified(TransferEvent):
 
 @dataclass(frozen=True)
 class Retrying(TransferEvent):
-    """The link broke; waiting `delay_s` before attempt `attempt` of `retries`."""
+    """The link broke; waiting `delay_s` before attempt `attempt` of `retries`.
+
+    `bytes_sent`: what this run has sent so far, for telling what a drop cost."""
 
     attempt: int
     retries: int
     delay_s: float
     reason: str
+    bytes_sent: int = 0
 
 
 @dataclass(frozen=True)

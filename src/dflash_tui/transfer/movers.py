@@ -15,14 +15,17 @@ import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import direct as direct_mode
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.plan import describe_failure
 from dflash_tui.transfer.scripts import DIRECT_RANGE, DST_RANGE, SRC_RANGE, argv
 from dflash_tui.transfer.sides import Output, Side, SideStream
 from dflash_tui.transfer.verify import DdReport, Range, parse_dd_report
+
+if TYPE_CHECKING:
+    from dflash_tui.remote.pool import HostPool
 
 READ_BYTES = 1 << 20
 WRITER_EXIT_WAIT_S = 5.0

@@ -127,9 +127,23 @@ async def inspect_paths(side: Side, paths: list[str]) -> list[PathState]:
     return states
 
 
-async def resolve_destination(side: Side, src: Endpoint, dst: Endpoint, is_dir: bool) -> Endpoint:
+async def probe_destination(side: Side, src: Endpoint, dst: Endpoint) -> list[PathState]:
+    """What is at DST, its parent and DST/NAME: all resolve_destination needs, in one
+    command, so it can run while the source is walked."""
+    return await inspect_paths(side, [dst.path, _parent(dst.path), dst.join(src.name).path])
+
+
+async def resolve_destination(
+    side: Side,
+    src: Endpoint,
+    dst: Endpoint,
+    is_dir: bool,
+    probed: list[PathState] | None = None,
+) -> Endpoint:
     """The path the source's root will have at the destination (cp/scp rules)."""
-    state, parent = await inspect_paths(side, [dst.path, _parent(dst.path)])
+    if probed is None:
+        probed = await probe_destination(side, src, dst)
+    state, parent, inner = probed
     if "p" in (state.kind, parent.kind):
         raise TransferError(
             f"{dst}: permission denied (cannot look into {_parent(dst.path)})",
@@ -137,7 +151,6 @@ async def resolve_destination(side: Side, src: Endpoint, dst: Endpoint, is_dir: 
         )
     if state.kind == "d":
         target = dst.join(src.name)
-        (inner,) = await inspect_paths(side, [target.path])
         if inner.kind in ("f", "o") and is_dir:
             raise TransferError(
                 f"{target}: name collision: a file is in the way of directory {src.name}",
@@ -164,13 +177,15 @@ async def resolve_destination(side: Side, src: Endpoint, dst: Endpoint, is_dir: 
     return dst
 
 
-async def free_bytes(side: Side, path: str) -> int | None:
-    """Bytes available on the filesystem holding `path` (None if df gave no answer)."""
+async def free_bytes(side: Side, path: str) -> tuple[int | None, str]:
+    """Bytes available where `path` will be (None if df gave no answer), and the deepest
+    existing directory at or above `path`, where that was measured."""
     out = await side.run(argv(FREE_KIB, path))
+    kib, _, where = out.text.strip().partition(" ")
     try:
-        return int(out.text.strip()) * 1024 if out.ok else None
+        return (int(kib) * 1024 if out.ok else None), where or path
     except ValueError:
-        return None
+        return None, where or path
 
 
 def _parent(path: str) -> str:

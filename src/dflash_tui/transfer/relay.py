@@ -15,15 +15,18 @@ what is missing or differs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import os
 import random
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from dflash_tui.remote.pool import HostPool
-from dflash_tui.transfer import destination
+from dflash_tui.transfer import destination, trace
 from dflash_tui.transfer import direct as direct_mode
 from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
@@ -44,12 +47,14 @@ from dflash_tui.transfer.plan import (
     SourceTree,
     describe_failure,
     part_path,
+    probe_destination,
     resolve_destination,
     walk_source,
 )
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import LocalSide, Side, make_side
 from dflash_tui.transfer.store import TransferRecord, TransferStore
+from dflash_tui.transfer.streams import PartTooShort, Piece, PythonMissing, Rename, StreamWorker
 from dflash_tui.transfer.verify import (
     DEFAULT_RANGE_BYTES,
     Range,
@@ -58,6 +63,15 @@ from dflash_tui.transfer.verify import (
     sha256_local_range,
     split_ranges,
 )
+
+if TYPE_CHECKING:
+    from dflash_tui.remote.pool import HostPool
+
+
+# A file of at least SPLIT_MIN_BYTES left to send moves in up to `streams`
+# pieces of at least SPLIT_PIECE_BYTES at once.
+SPLIT_MIN_BYTES = 256 << 20
+SPLIT_PIECE_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,10 @@ class Job:
     dst_hasher: PrefixHasher | None = None
     local_fd: int | None = None
     done: bool = False
+    partial: dict[int, int] = field(default_factory=dict)  # range offset -> landed up to
+    repair: bool = False  # whole-file hashes differed: find and resend the bad ranges
+    src_sha: str = ""
+    dst_sha: str = ""
 
     @property
     def remaining(self) -> list[Range]:
@@ -174,6 +192,9 @@ class _Relay:
         self.keep_root: Endpoint | None = None
         self._tasks: list[asyncio.Task[object]] = []
         self._fresh = True  # nothing recorded was checked by this process yet
+        # Streams (streams.py) need python3 on both hosts; without it, the range scripts.
+        self.use_streams = not options.direct
+        self._warm: asyncio.Future[StreamWorker] | None = None  # one worker started early
 
     # ------------------------------------------------------------------ top level
 
@@ -258,7 +279,14 @@ class _Relay:
                     self.options.backoff_cap_s, self.options.backoff_base_s * 2 ** (attempt - 1)
                 ) * random.uniform(0.8, 1.0)
                 self.sink(
-                    Retrying(self.transfer_id, attempt, self.options.retries, delay, exc.message)
+                    Retrying(
+                        self.transfer_id,
+                        attempt,
+                        self.options.retries,
+                        delay,
+                        exc.message,
+                        self.bytes_sent,
+                    )
                 )
                 await asyncio.sleep(delay)
 
@@ -294,17 +322,34 @@ class _Relay:
     # ------------------------------------------------------------------ one attempt
 
     async def _attempt(self, *, first: bool) -> None:
-        for side in (self.src_side, self.dst_side):
-            try:
-                await side.connect()
-            except TransferError as exc:
+        trace.mark("attempt")
+        connects = [side.connect() for side in (self.src_side, self.dst_side)]
+        for side, outcome in zip(
+            (self.src_side, self.dst_side),
+            await asyncio.gather(*connects, return_exceptions=True),
+            strict=True,
+        ):
+            if isinstance(outcome, TransferError):
                 if first:
-                    raise
-                raise ConnectionLost(side.label, exc.message) from None
+                    raise outcome
+                raise ConnectionLost(side.label, outcome.message) from None
+            if isinstance(outcome, BaseException):
+                raise outcome
         if self.options.direct and first:
             await direct_mode.require_reachable(self.pool, self.src.host, self.dst.host)
-        tree = await walk_source(self.src_side, self.src)
-        self.dst_root = await resolve_destination(self.dst_side, self.src, self.dst, tree.is_dir)
+        trace.mark("connected")
+        if self.use_streams and self._warm is None:
+            self._warm = asyncio.ensure_future(
+                StreamWorker(self.src_side, self.dst_side, deque(), self).open()
+            )
+        tree, probed = await asyncio.gather(
+            walk_source(self.src_side, self.src),
+            probe_destination(self.dst_side, self.src, self.dst),
+        )
+        trace.mark("walked")
+        self.dst_root = await resolve_destination(
+            self.dst_side, self.src, self.dst, tree.is_dir, probed
+        )
         if self.options.keep_local:
             keep = Endpoint(None, self.options.keep_local)
             self.keep_root = await resolve_destination(self.local, self.src, keep, tree.is_dir)
@@ -313,13 +358,18 @@ class _Relay:
         checker = destination.DestinationCheck(
             self.dst_side, self.dst_root, force=self.options.force
         )
-        up_to_date = await checker.run(
+        # Free space is asked at once with the check (it is not known yet what will be
+        # up to date; a shortfall counted on every file is only an error if it remains).
+        check = checker.run(
             tree,
             self.jobs,
             self.store.files(self.transfer_id),
             lambda path: self._hash(self.src_side, path),
             lambda path: self._hash(self.dst_side, path),
         )
+        space = self._space_check([j for j in self.jobs if not j.done])
+        up_to_date, space_error = await asyncio.gather(check, space)
+        trace.mark("checked")
         for job, sha in up_to_date:
             self._skip(job, sha)
         pending = [j for j in self.jobs if not j.done]
@@ -329,12 +379,20 @@ class _Relay:
         if self._fresh:
             await self._restore(pending)
             self._fresh = False
-        if self.options.check_space:
+        if space_error is not None:
+            # Counted before knowing what is up to date: ask again for what is left.
             need = sum(j.file.size - j.written_bytes for j in pending)
             await destination.check_space(self.dst_side, self.dst_root, need)
             if self.keep_root is not None:
                 await destination.check_space(self.local, self.keep_root, need)
-        await destination.prepare(self.dst_side, self.dst_root, tree, [j.dst_part for j in pending])
+        trace.mark("space")
+        if self.use_streams:
+            await destination.prepare(self.dst_side, self.dst_root, tree, [], only_empty=True)
+        else:
+            await destination.prepare(
+                self.dst_side, self.dst_root, tree, [j.dst_part for j in pending]
+            )
+        trace.mark("prepared")
         if self.keep_root is not None:
             parts = [j.local_part for j in pending if j.local_part]
             await destination.prepare(self.local, self.keep_root, tree, parts)
@@ -343,7 +401,34 @@ class _Relay:
                     job.local_fd = os.open(job.local_part, os.O_WRONLY)
         if self.tracker is None:
             self._announce(tree, pending)
-        await self._move(pending)
+        if self.use_streams:
+            try:
+                await self._move_streams(pending)
+            except PythonMissing:
+                self.use_streams = False
+                trace.mark("no_python")
+                await destination.prepare(
+                    self.dst_side, self.dst_root, tree, [j.dst_part for j in pending if not j.done]
+                )
+                await self._move([j for j in pending if not j.done])
+        else:
+            await self._move(pending)
+        trace.mark("moved")
+
+    async def _space_check(self, jobs: list[Job]) -> TransferError | None:
+        """The free-space error for sending all of `jobs`, or None (free-space check off)."""
+        if not self.options.check_space:
+            return None
+        need = sum(j.file.size - j.written_bytes for j in jobs)
+        try:
+            await destination.check_space(self.dst_side, self.dst_root, need)
+            if self.keep_root is not None:
+                await destination.check_space(self.local, self.keep_root, need)
+        except TransferError as exc:
+            if exc.kind != "disk_full":
+                raise
+            return exc
+        return None
 
     def _make_jobs(self, tree: SourceTree) -> list[Job]:
         jobs = []
@@ -368,6 +453,7 @@ class _Relay:
             for new in jobs:
                 if new.file == old.file and new.dst_part == old.dst_part:
                     new.written = set(old.written)
+                    new.partial = dict(old.partial)
                     new.done = old.done
         return jobs
 
@@ -448,6 +534,191 @@ class _Relay:
                 self.store.add_range(self.transfer_id, job.file.rel, rng, s)
         return good
 
+    # ------------------------------------------------------------------ streams
+
+    async def _move_streams(self, pending: list[Job]) -> None:
+        """Every pending file through StreamWorkers; then the files whose hashes differed."""
+        queue: deque[Piece] = deque()
+        for job in pending:
+            if not job.done:
+                queue.extend(self._pieces(job))
+        count = min(self.options.streams, max(1, len(queue)))
+        workers = [StreamWorker(self.src_side, self.dst_side, queue, self) for _ in range(count)]
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            try:
+                workers[0] = await warm  # started while planning
+                workers[0].queue = queue
+            except TransferError:
+                pass  # a fresh one tells what is wrong
+        try:
+            if queue:
+                await _run_all([w.run() for w in workers])
+            else:
+                await workers[0].close()
+        except PartTooShort:
+            for job in pending:  # someone cut NAME.part short: those files start over
+                job.written.clear()
+                job.partial.clear()
+                self.store.drop_ranges(self.transfer_id, job.file.rel)
+            raise
+        for job in pending:
+            if not job.done:
+                await self._verify_and_finish(job)
+
+    def _pieces(self, job: Job) -> list[Piece]:
+        """What is left of `job`: runs of missing ranges, each from where it landed before.
+
+        One run to the end of the file (the usual case) is hashed whole by both
+        streams; otherwise the whole-file hashes are taken afterwards.
+        """
+        runs: list[list[int]] = []
+        for rng in job.ranges:
+            if rng.offset in job.written:
+                continue
+            if runs and runs[-1][1] == rng.offset:
+                runs[-1][1] = rng.end
+            else:
+                runs.append([job.partial.get(rng.offset, rng.offset), rng.end])
+        if not job.ranges:
+            runs = [[0, 0]]
+        if not runs:
+            runs = [[job.file.size, job.file.size]]  # everything landed: hash and rename
+        whole = len(runs) == 1 and runs[0][1] == job.file.size
+        if whole and self.options.streams > 1 and runs[0][1] - runs[0][0] >= SPLIT_MIN_BYTES:
+            runs = self._split(runs[0][0], runs[0][1])
+            whole = False
+            # Hashed whole apart from the streams: the source at once, beside them.
+            job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
+            self._tasks.append(job.src_hash)  # type: ignore[arg-type]
+        return [
+            Piece(job, job.src_path, job.dst_part, a, b, job.file.size, whole, job.local_fd)
+            for a, b in runs
+        ]
+
+    def _split(self, start: int, end: int) -> list[list[int]]:
+        """[start, end) in up to `streams` pieces of at least SPLIT_PIECE_BYTES, on range
+        boundaries, for workers to move at once (one stream is bound by its round trips)."""
+        count = max(1, min(self.options.streams, (end - start) // SPLIT_PIECE_BYTES))
+        step = -(-(end - start) // count)
+        cuts = [start]
+        for i in range(1, count):
+            cut = -(-(start + i * step) // self.range_bytes) * self.range_bytes
+            if cuts[-1] < cut < end:
+                cuts.append(cut)
+        cuts.append(end)
+        return [[a, b] for a, b in itertools.pairwise(cuts)]
+
+    def sent(self, piece: Piece, nbytes: int) -> None:
+        job = piece.key
+        assert isinstance(job, Job) and self.tracker is not None
+        self.bytes_sent += nbytes
+        self.tracker.advance(job.label, nbytes)
+
+    def landed(self, piece: Piece, upto: int) -> None:
+        job = piece.key
+        assert isinstance(job, Job)
+        for rng in job.ranges:
+            if rng.offset in job.written or rng.end <= piece.start or rng.offset >= upto:
+                continue
+            if rng.end <= upto:
+                job.written.add(rng.offset)
+                job.partial.pop(rng.offset, None)
+                self.store.add_range(self.transfer_id, job.file.rel, rng)
+            else:
+                job.partial[rng.offset] = max(upto, rng.offset)
+
+    async def verified(self, piece: Piece) -> Rename | None:
+        job = piece.key
+        assert isinstance(job, Job)
+        if not piece.whole:
+            return None  # hashed afterwards (_verify_and_finish)
+        local_sha = None
+        if job.local_part:
+            if job.local_fd is not None:
+                os.close(job.local_fd)
+                job.local_fd = None
+            local_sha = await asyncio.to_thread(sha256_local_file, job.local_part)
+        if piece.src_sha != piece.dst_sha or local_sha not in (None, piece.src_sha):
+            job.repair = True
+            return None
+        job.src_sha, job.dst_sha = piece.src_sha, piece.dst_sha
+        if job.local_part and job.local_final:
+            await self._finish_local(job)
+        return Rename(job.dst_part, job.dst_final, job.file.mode & 0o7777, self.options.force)
+
+    def renamed(self, piece: Piece) -> None:
+        job = piece.key
+        assert isinstance(job, Job)
+        self._done(job, job.src_sha, job.dst_sha)
+
+    async def _verify_and_finish(self, job: Job) -> None:
+        """A file the streams did not finish: hash both ends, resend bad ranges once, rename."""
+        early, job.src_hash = job.src_hash, None
+        src_sha, dst_sha = await asyncio.gather(
+            early if early is not None else self._hash(self.src_side, job.src_path),
+            self._hash(self.dst_side, job.dst_part),
+        )
+        local_sha = await self._local_sha(job)
+        if src_sha != dst_sha or local_sha not in (None, src_sha):
+            good = await self._matching_ranges(job, job.ranges)
+            bad = [r for r in job.ranges if r not in good]
+            if self.tracker is not None:
+                self.tracker.rewind(job.label, sum(r.length for r in bad))
+            queue = deque(
+                Piece(job, job.src_path, job.dst_part, r.offset, r.end, job.file.size, False)
+                for r in bad
+            )
+            if job.local_part:
+                job.local_fd = os.open(job.local_part, os.O_WRONLY)
+                for piece in queue:
+                    piece.local_fd = job.local_fd
+            await StreamWorker(self.src_side, self.dst_side, queue, self).run()
+            src_sha, dst_sha = await asyncio.gather(
+                self._hash(self.src_side, job.src_path), self._hash(self.dst_side, job.dst_part)
+            )
+            local_sha = await self._local_sha(job)
+            if src_sha != dst_sha or local_sha not in (None, src_sha):
+                self.store.drop_ranges(self.transfer_id, job.file.rel)
+                job.written.clear()
+                shown = f", local copy {local_sha}" if local_sha not in (None, src_sha) else ""
+                raise TransferError(
+                    f"{job.label}: sha256 mismatch after resending {len(bad)} range(s): source "
+                    f"{src_sha}, destination {dst_sha}{shown}; is the source being written to?",
+                    kind="corrupt",
+                )
+        mode = f"{job.file.mode & 0o7777:o}"
+        force = "1" if self.options.force else "0"
+        out = await self.dst_side.run(argv(FINISH, job.dst_part, job.dst_final, mode, force))
+        if not out.ok:
+            raise describe_failure(f"{self.dst_side.label}:{job.dst_final}", out, "renaming")
+        if job.local_part and job.local_final:
+            await self._finish_local(job)
+        self._done(job, src_sha, dst_sha)
+
+    async def _local_sha(self, job: Job) -> str | None:
+        if not job.local_part:
+            return None
+        if job.local_fd is not None:
+            os.close(job.local_fd)
+            job.local_fd = None
+        return await asyncio.to_thread(sha256_local_file, job.local_part)
+
+    async def _finish_local(self, job: Job) -> None:
+        assert job.local_part and job.local_final
+        mode = f"{job.file.mode & 0o7777:o}"
+        force = "1" if self.options.force else "0"
+        out = await self.local.run(argv(FINISH, job.local_part, job.local_final, mode, force))
+        if not out.ok:
+            raise describe_failure(f"local:{job.local_final}", out, "renaming the local copy")
+
+    def _done(self, job: Job, src_sha: str, dst_sha: str) -> None:
+        self.store.set_file_state(self.transfer_id, job.file.rel, "done", src_sha, dst_sha)
+        self.store.drop_ranges(self.transfer_id, job.file.rel)
+        self._mark_done(job, src_sha, dst_sha, skipped=False)
+        self._emit_verified(self.results[job.label])
+        self.store.set_done_bytes(self.transfer_id, self._done_bytes())
+
     # ------------------------------------------------------------------ moving data
 
     async def _move(self, pending: list[Job]) -> None:
@@ -516,7 +787,9 @@ class _Relay:
 
     async def _finish_file(self, job: Job) -> None:
         """Whole-file sha256 at both ends, then mode and rename; the file is done."""
+        trace.mark("sent")
         src_sha, dst_sha, local_sha = await self._whole_hashes(job)
+        trace.mark("hashed")
         if src_sha != dst_sha or local_sha not in (None, src_sha):
             # Find the ranges that differ and send them once more.
             good = await self._matching_ranges(job, job.ranges)
@@ -587,6 +860,11 @@ class _Relay:
 
     async def _stop(self) -> None:
         """Stop background hashes and close local files (between attempts and at the end)."""
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            warm.cancel()
+            with contextlib.suppress(BaseException):
+                await (await warm).close()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
         for job in self.jobs:

@@ -29,10 +29,32 @@ WALK = (
 )
 
 # Destination probe: one line `TYPE SIZE` per argument, in order: d directory,
-# f file, o other, p cannot be looked at (permission denied), n absent.
+# f file, o other, p cannot be looked at (permission denied), n absent. For
+# more than a few paths, python3 (when there) answers for all of them in one
+# process; the shell version runs stat for each file, cheaper for a few.
 INSPECT = (
     _PRELUDE
-    + r"""for p do
+    + r"""if [ "$#" -gt 16 ] && command -v python3 >/dev/null 2>&1; then exec python3 -c '
+import os, stat, sys
+out = []
+for p in sys.argv[1:]:
+    try:
+        st = os.stat(p)
+    except PermissionError:
+        out.append("p 0")
+        continue
+    except OSError:
+        out.append("o 0" if os.path.lexists(p) else "n 0")
+        continue
+    if stat.S_ISDIR(st.st_mode):
+        out.append("d 0")
+    elif stat.S_ISREG(st.st_mode):
+        out.append("f %d" % st.st_size)
+    else:
+        out.append("o 0")
+sys.stdout.write("".join(line + "\n" for line in out))
+' "$@"; fi
+for p do
   if [ -d "$p" ]; then echo "d 0"
   elif [ -f "$p" ]; then printf 'f %s\n' "$(stat -L -c %s -- "$p")"
   elif [ -e "$p" ] || [ -L "$p" ]; then echo "o 0"
@@ -43,16 +65,26 @@ done
 """
 )
 
-# Free space (KiB) on the filesystem holding $1.
-FREE_KIB = _PRELUDE + r"""df -Pk -- "$1" | awk 'NR==2 {print $4}'"""
+# Free space (KiB) on the filesystem that will hold $1, and the deepest
+# existing directory at or above $1 where it was measured: `KIB DIR`.
+FREE_KIB = (
+    _PRELUDE
+    + r"""p=$1
+while [ ! -d "$p" ]; do
+  case $p in */*) p=${p%/*}; [ -n "$p" ] || p=/ ;; *) p=. ;; esac
+done
+printf '%s %s\n' "$(df -Pk -- "$p" | awk 'NR==2 {print $4}')" "$p"
+"""
+)
 
 # Create directories, then the .part files (without truncating existing ones).
 # $1 is the number of directories that follow; the rest are .part paths.
 PREPARE = (
     _PRELUDE
     + r"""n=$1; shift
-while [ "$n" -gt 0 ]; do mkdir -p -- "$1" || exit 1; shift; n=$((n - 1)); done
-for p do touch -- "$p" || exit 1; done
+# One mkdir for every directory and one touch for every part (not one process each).
+if [ "$n" -gt 0 ]; then printf '%s\0' "$@" | head -z -n "$n" | xargs -0 mkdir -p -- || exit 1; fi
+if [ "$#" -gt "$n" ]; then printf '%s\0' "$@" | tail -z -n +$((n + 1)) | xargs -0 touch -- || exit 1; fi
 """
 )
 
@@ -92,7 +124,7 @@ HASH_FILE = _PRELUDE + r"""h < "$1" """
 # into the hasher, which costs one more copy of every byte.
 HASH_FOLLOW = (
     _PRELUDE
-    + r"""if command -v python3 >/dev/null 2>&1; then exec python3 -c '
+    + r"""if [ "$#" -gt 16 ] && command -v python3 >/dev/null 2>&1; then exec python3 -c '
 import hashlib, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 digest, done, buf = hashlib.sha256(), 0, bytearray(1 << 18)
@@ -141,6 +173,161 @@ if ln -- "$part" "$final" 2>/dev/null; then rm -f -- "$part"; exit 0; fi
 if [ -e "$final" ] || [ -L "$final" ]; then echo "dflash: collision: $final appeared during the transfer" >&2; exit 7; fi
 mv -nT -- "$part" "$final" || exit 1
 if [ -e "$part" ]; then echo "dflash: collision: $final appeared during the transfer" >&2; exit 7; fi
+"""
+)
+
+# Streams (the relay's data path). One source process and one destination
+# process carry any number of file pieces each, so a tree of small files costs
+# two channels, not several per file, and each byte is read once at the
+# source, written once at the destination and hashed at both ends as it
+# passes (no second pass over the file). They need python3 on the host (exit
+# 127 without it: the engine then falls back to the range scripts above).
+_NEED_PYTHON = """command -v python3 >/dev/null 2>&1 || { echo "dflash: python3 not found" >&2; exit 127; }
+"""
+
+# Source: stdin has one JSON request per line, {"p": path, "o": from, "e": to,
+# "s": size seen by the walk, "h": hash the whole file}. For each, bytes
+# [o, e) of p go to stdout followed by 64 bytes: the file's sha256 (hex; with
+# "h" the bytes [0, o) are hashed from the file first) or 64 dashes. A file
+# that is not `s` bytes long any more stops the stream with exit 3.
+SRC_STREAM = (
+    _NEED_PYTHON
+    + r"""exec python3 -c '
+import hashlib, json, os, sys
+buf = bytearray(1 << 20)
+view = memoryview(buf)
+def send(data):
+    while data:
+        data = data[os.write(1, data):]
+def fail(path, what, code=1):
+    sys.stderr.write("dflash: %s: %s\n" % (path, what))
+    sys.exit(code)
+for line in iter(sys.stdin.buffer.readline, b""):
+    req = json.loads(line)
+    path, pos, end, size = req["p"], req["o"], req["e"], req["s"]
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        fail(path, exc.strerror)
+    if os.fstat(fd).st_size != size:
+        fail(path, "changed: %d bytes now, %d when listed" % (os.fstat(fd).st_size, size), 3)
+    digest = hashlib.sha256() if req["h"] else None
+    done = 0
+    while digest is not None and done < pos:
+        n = os.preadv(fd, [view[: min(len(buf), pos - done)]], done)
+        if n <= 0:
+            fail(path, "changed: ends at byte %d" % done, 3)
+        digest.update(view[:n])
+        done += n
+    while pos < end:
+        try:
+            n = os.preadv(fd, [view[: min(len(buf), end - pos)]], pos)
+        except OSError as exc:
+            fail(path, exc.strerror)
+        if n <= 0:
+            fail(path, "changed: ends at byte %d" % pos, 3)
+        if digest is not None:
+            digest.update(view[:n])
+        send(view[:n])
+        pos += n
+    os.close(fd)
+    send((digest.hexdigest() if digest is not None else "-" * 64).encode())
+'
+"""
+)
+
+# Destination: stdin has, per piece, a JSON header line {"p": part, "o": from,
+# "e": to, "s": size, "h": hash the whole file} and then exactly e - o bytes,
+# written at offset o of p (created with its directories, never truncated
+# below s); or a line {"f": final, "p": part, "m": octal mode, "force": bool}:
+# give p the mode and rename it to f (`ln`: atomic, never over a file that
+# appeared meanwhile, unless force). Replies on stdout, one line each:
+# `a N BYTES` piece N has landed up to BYTES (at least every 1 MiB), `d N
+# BYTES SHA` piece N is complete (sha256 of the whole file with "h", else
+# -), `f N ok` or `f N collision MESSAGE` for the N-th rename. Exit 4: the
+# part is shorter than the prefix it should hash; 5: the stream ended early.
+DST_STREAM = (
+    _NEED_PYTHON
+    + r"""exec python3 -c '
+import errno, hashlib, json, os, sys
+buf = bytearray(1 << 20)
+view = memoryview(buf)
+inp = sys.stdin.buffer
+def say(text):
+    os.write(1, (text + "\n").encode())
+def fail(path, what, code=1):
+    sys.stderr.write("dflash: %s: %s\n" % (path, what))
+    sys.exit(code)
+def finish(n, req):
+    part, final = req["p"], req["f"]
+    try:
+        os.chmod(part, int(req["m"], 8))
+        if os.path.isdir(final) and not os.path.islink(final):
+            return say("f %d collision %s" % (n, json.dumps("collision: %s is a directory" % final)))
+        if req["force"]:
+            os.replace(part, final)
+            return say("f %d ok" % n)
+        try:
+            os.link(part, final)
+            os.unlink(part)
+            return say("f %d ok" % n)
+        except FileExistsError:
+            return say("f %d collision %s" % (n, json.dumps("collision: %s appeared during the transfer" % final)))
+        except OSError:
+            pass
+        if os.path.lexists(final):
+            return say("f %d collision %s" % (n, json.dumps("collision: %s appeared during the transfer" % final)))
+        os.rename(part, final)
+        say("f %d ok" % n)
+    except OSError as exc:
+        fail(final, exc.strerror)
+pieces = finishes = 0
+for line in iter(inp.readline, b""):
+    req = json.loads(line)
+    if "f" in req:
+        finish(finishes, req)
+        finishes += 1
+        continue
+    part, pos, end, size = req["p"], req["o"], req["e"], req["s"]
+    try:
+        parent = os.path.dirname(part)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        fd = os.open(part, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        fail(part, exc.strerror)
+    digest = hashlib.sha256() if req["h"] else None
+    done = 0
+    while digest is not None and done < pos:
+        n = os.preadv(fd, [view[: min(len(buf), pos - done)]], done)
+        if n <= 0:
+            fail(part, "shorter than the %d bytes already sent" % pos, 4)
+        digest.update(view[:n])
+        done += n
+    acked = pos
+    while pos < end:
+        n = inp.readinto(view[: min(len(buf), end - pos)])
+        if not n:
+            fail(part, "stream ended at byte %d of %d" % (pos, end), 5)
+        chunk = view[:n]
+        try:
+            while chunk:
+                w = os.pwrite(fd, chunk, pos)
+                if digest is not None:
+                    digest.update(chunk[:w])
+                chunk = chunk[w:]
+                pos += w
+        except OSError as exc:
+            fail(part, exc.strerror)
+        if pos - acked >= len(buf) or pos == end:
+            say("a %d %d" % (pieces, pos))
+            acked = pos
+    if end == size and os.fstat(fd).st_size > size:
+        os.ftruncate(fd, size)
+    os.close(fd)
+    say("d %d %d %s" % (pieces, pos, digest.hexdigest() if digest is not None else "-"))
+    pieces += 1
+'
 """
 )
 

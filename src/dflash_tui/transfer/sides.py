@@ -14,13 +14,22 @@ import os
 import signal
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflash_tui.remote.errors import HostUnreachable, RemoteError
-from dflash_tui.remote.pool import TRANSPORT_ERRORS, HostPool
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 
+if TYPE_CHECKING:
+    from dflash_tui.remote.pool import HostPool
+
 LOCAL = "local"
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """What a broken link raises (the pool, and asyncssh with it, load only when used)."""
+    from dflash_tui.remote.pool import TRANSPORT_ERRORS
+
+    return TRANSPORT_ERRORS
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,7 @@ class SideStream:
     async def read(self, n: int) -> bytes:
         try:
             return bytes(await self._stdout.read(n))
-        except TRANSPORT_ERRORS as exc:
+        except _transport_errors() as exc:
             raise self._lost(exc) from None
 
     async def read_full(self, n: int) -> bytes:
@@ -73,7 +82,14 @@ class SideStream:
             return bytes(await self._stdout.readexactly(n))
         except asyncio.IncompleteReadError as exc:
             return bytes(exc.partial)
-        except TRANSPORT_ERRORS as exc:
+        except _transport_errors() as exc:
+            raise self._lost(exc) from None
+
+    async def readline(self) -> bytes:
+        """One line of stdout (with its newline; b"" at EOF)."""
+        try:
+            return bytes(await self._stdout.readline())
+        except _transport_errors() as exc:
             raise self._lost(exc) from None
 
     async def write(self, data: bytes) -> None:
@@ -81,13 +97,27 @@ class SideStream:
         try:
             self._stdin.write(data)
             await self._stdin.drain()
-        except TRANSPORT_ERRORS as exc:
+        except _transport_errors() as exc:
+            raise self._lost(exc) from None
+
+    def write_nowait(self, data: bytes) -> None:
+        """Queue `data` for stdin without waiting for room (pair it with drain())."""
+        try:
+            self._stdin.write(data)
+        except _transport_errors() as exc:
+            raise self._lost(exc) from None
+
+    async def drain(self) -> None:
+        """Wait until what was written has room (backpressure)."""
+        try:
+            await self._stdin.drain()
+        except _transport_errors() as exc:
             raise self._lost(exc) from None
 
     async def close_stdin(self) -> None:
         try:
             self._stdin.write_eof()
-        except TRANSPORT_ERRORS as exc:
+        except _transport_errors() as exc:
             raise self._lost(exc) from None
 
     async def read_all(self) -> bytes:
@@ -99,7 +129,7 @@ class SideStream:
     async def _read_all(self, reader: Any) -> bytes:
         try:
             return bytes(await reader.read())
-        except TRANSPORT_ERRORS as exc:
+        except _transport_errors() as exc:
             raise self._lost(exc) from None
 
     async def wait(self) -> int | None:
@@ -107,7 +137,7 @@ class SideStream:
         command, asyncssh's wait() drains and drops whatever is still unread."""
         try:
             return await self._waiter()
-        except TRANSPORT_ERRORS as exc:
+        except _transport_errors() as exc:
             raise self._lost(exc) from None
 
 
@@ -165,7 +195,7 @@ class RemoteSide(Side):
             raise ConnectionLost(self.label, exc.message) from None
         except RemoteError as exc:
             raise TransferError(f"{exc.host}: {exc.message}", kind="unreachable") from None
-        except TRANSPORT_ERRORS as exc:
+        except _transport_errors() as exc:
             raise ConnectionLost(self.label, f"connection lost: {exc}") from None
         try:
             yield SideStream(self.label, remote.stdin, remote.stdout, remote.stderr, remote.wait)
