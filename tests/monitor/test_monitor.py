@@ -243,3 +243,19 @@ async def test_every_probe_of_a_host_goes_to_one_kept_running_command(
             assert monitor.host_view("a").reachable is True
         finally:
             await monitor.stop()
+
+
+def test_the_log_on_screen_gathers_for_under_half_a_beat_and_the_others_for_refresh_s(
+    write_config, tmp_path: Path
+) -> None:
+    """The console paints new lines once a second: the shown run's tail gathers 0.4 s
+    (a log writing 5 lines a second sends about 2 frames, not 5), the other runs'
+    for refresh_s; without a console (set_live(None)) every line goes at once."""
+    runs = [{"name": n, "host": "a", "log": f"{n}.log"} for n in ("shown", "other")]
+    host = {"address": "127.0.0.1", "port": 2, "user": "root"}
+    config = load_config(write_config({"a": host}, extra=_runs_toml(runs), refresh_s=2.0))
+    monitor = Monitor(config, HostPool(config), options=MonitorOptions(follow=False))
+    assert monitor._gather_for("shown") == monitor._gather_for("other") == 0.0
+    monitor.set_live(["shown"])
+    assert monitor._gather_for("shown") == 0.4
+    assert monitor._gather_for("other") == 2.0
