@@ -306,3 +306,33 @@ async def test_a_hung_nvidia_smi_is_cut_off_and_reported(
     assert probe.has_nvidia_smi and probe.gpus == ()
     assert "did not answer within 10s" in (probe.gpu_error or "")
     await _exited(pid_file, 5)
+
+
+async def test_the_kept_running_probe_answers_and_starts_again_after_its_script_dies(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    """ProbeStream: probes and round trips over one remote script; if the script dies
+    the next probe fails (the host's error for one refresh) and the one after starts a
+    new script, so a probe loop recovers by itself."""
+    import os
+    import signal
+
+    from dflash_tui.monitor.probe_stream import ProbeStream
+    from dflash_tui.remote.errors import RemoteError
+
+    log = tmp_path / "kept.log"
+    log.write_text("step 1\n")
+    targets = [ProbeTarget(str(log), "no-such-process-kept-x")]
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        async with ProbeStream(pool, "a") as probes:
+            first = parse_probe(await probes.probe(targets, 20), 1)
+            assert first.runs[0].log is not None and first.runs[0].processes == ()
+            assert await probes.round_trip(targets, 20) > 0
+            again = parse_probe(await probes.probe(targets, 20), 1)
+            assert again.host_now >= first.host_now and probes.starts == 1
+            assert probes._stream is not None and probes._stream.pgid is not None
+            os.killpg(probes._stream.pgid, signal.SIGKILL)
+            with pytest.raises(RemoteError):
+                await probes.probe(targets, 20)
+            assert parse_probe(await probes.probe(targets, 20), 1).runs[0].log is not None
+            assert probes.starts == 2

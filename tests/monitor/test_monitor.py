@@ -168,20 +168,39 @@ async def test_a_log_under_the_remote_home_is_found_tailed_and_loaded(
 
 
 class _CountingPool(HostPool):
-    """The real pool, counting the latency round trips it is asked for."""
+    """The real pool, counting the commands it starts and the latency round trips."""
 
     pings = 0
+    commands = 0
 
     async def ping(self, name: str, timeout: float | None = None) -> float:
         self.pings += 1
         return await super().ping(name, timeout)
 
+    def command(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.commands += 1
+        return super().command(*args, **kwargs)
+
+
+def _count_round_trips(monkeypatch, pool: _CountingPool) -> None:
+    """Round trips now go over the host's kept-running probe: count them as pings."""
+    from dflash_tui.monitor.probe_stream import ProbeStream
+
+    round_trip = ProbeStream.round_trip
+
+    async def counting(self, targets, timeout):  # type: ignore[no-untyped-def]
+        pool.pings += 1
+        return await round_trip(self, targets, timeout)
+
+    monkeypatch.setattr(ProbeStream, "round_trip", counting)
+
 
 async def test_the_host_is_probed_every_refresh_but_pinged_every_ten_seconds_or_on_request(
-    sshd: SshdHost, write_config, tmp_path: Path
+    sshd: SshdHost, write_config, tmp_path: Path, monkeypatch
 ) -> None:
     config = load_config(write_config({"a": sshd}, refresh_s=0.2))
     async with _CountingPool(config) as pool:
+        _count_round_trips(monkeypatch, pool)
         monitor = Monitor(config, pool)
         await monitor.start()
         try:
@@ -197,3 +216,46 @@ async def test_the_host_is_probed_every_refresh_but_pinged_every_ten_seconds_or_
             assert await monitor.wait_for(lambda m: pool.pings == 2, 10)
         finally:
             await monitor.stop()
+
+
+async def test_every_probe_of_a_host_goes_to_one_kept_running_command(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    """A probe used to start a command (an SSH channel: a dozen packets) every
+    refresh_s, and the round trip another; now the host's probe script keeps
+    running and each probe is a line sent and its answer read back."""
+    log = tmp_path / "kept.log"
+    log.write_text("step 1 loss 1.0\n")
+    extra = _runs_toml([{"name": "r", "host": "a", "log": str(log), "process": "no-such-kept-x"}])
+    config = load_config(write_config({"a": sshd}, extra=extra, refresh_s=0.2))
+    async with _CountingPool(config) as pool:
+        monitor = Monitor(config, pool, options=MonitorOptions(follow=False))
+        await monitor.start()
+        try:
+            assert await monitor.wait_for(lambda m: m.host_view("a").probed_at is not None, 15)
+            first = monitor.host_view("a").probed_at
+            commands = pool.commands
+            assert await monitor.wait_for(
+                lambda m: (m.host_view("a").probed_at or 0) > first + 1.5, 15
+            )
+            assert pool.commands == commands, f"{pool.commands - commands} commands started"
+            assert monitor.run_view("r").state.value == "dead"  # the probe still works
+            assert monitor.host_view("a").reachable is True
+        finally:
+            await monitor.stop()
+
+
+def test_the_log_on_screen_gathers_for_under_half_a_beat_and_the_others_for_refresh_s(
+    write_config, tmp_path: Path
+) -> None:
+    """The console paints new lines once a second: the shown run's tail gathers 0.4 s
+    (a log writing 5 lines a second sends about 2 frames, not 5), the other runs'
+    for refresh_s; without a console (set_live(None)) every line goes at once."""
+    runs = [{"name": n, "host": "a", "log": f"{n}.log"} for n in ("shown", "other")]
+    host = {"address": "127.0.0.1", "port": 2, "user": "root"}
+    config = load_config(write_config({"a": host}, extra=_runs_toml(runs), refresh_s=2.0))
+    monitor = Monitor(config, HostPool(config), options=MonitorOptions(follow=False))
+    assert monitor._gather_for("shown") == monitor._gather_for("other") == 0.0
+    monitor.set_live(["shown"])
+    assert monitor._gather_for("shown") == 0.4
+    assert monitor._gather_for("other") == 2.0

@@ -277,3 +277,36 @@ async def test_a_gathering_tail_sends_one_frame_per_interval_and_switches_withou
     assert gathered <= 4, f"20 lines over 1 s came in {gathered} batches"
     assert len(got.batch_sizes) - gathered >= 8  # one line at a time once live
     assert not got.notices  # a restart for new settings is not a reconnect
+
+
+async def test_a_quiet_log_sends_a_heartbeat_every_few_seconds_not_every_two(
+    sshd: SshdHost, write_config, tmp_path, monkeypatch
+) -> None:
+    """Each heartbeat is an SSH packet the console decrypts: with ten quiet logs, one
+    every 2 s per log was 5 packets a second for nothing. Now one per `silence_s / 4`
+    (5 s by default), and the stream still stays up."""
+    from dflash_tui.monitor import tail as tail_module
+
+    beats: list[float] = []
+    control = tail_module._Reader.control
+
+    def counting(self, line: bytes) -> None:
+        if line == b"K":
+            beats.append(time.monotonic())
+        control(self, line)
+
+    monkeypatch.setattr(tail_module._Reader, "control", counting)
+    log = tmp_path / "quiet.log"
+    log.write_text("only line\n")
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        tail = LogTail(pool, "a", str(log))
+        assert tail.heartbeat_s == 5
+        got = Collector(tail).start()
+        try:
+            await eventually(lambda: got.texts == ["only line"])
+            await eventually(lambda: len(beats) >= 1, 10, "a first heartbeat")
+            await asyncio.sleep(6.5)  # a 2 s beat: 3 more
+            assert len(beats) <= 2, f"{len(beats)} heartbeats in 6.5 s from the first"
+            assert tail.connects == 1
+        finally:
+            await got.close()

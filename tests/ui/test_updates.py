@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from textual.geometry import Region
 from textual.widgets import Static, TabbedContent
 
 from dflash_tui.monitor.liveness import RunState
+from dflash_tui.monitor.views import LogLine
 from dflash_tui.session import TransfersChanged, TransferView
 from dflash_tui.ui.panes.jobs import JobsPane
 from dflash_tui.ui.panes.log import LogPane
@@ -158,6 +160,50 @@ async def test_the_log_renders_each_line_once_not_on_every_repaint(make_app) -> 
         log.write_lines(["new line"])
         await pilot.pause()
         assert rendered == ["new line", "new line"]  # measured, then rendered; once
+
+
+async def test_a_log_scrolled_by_a_new_line_builds_only_that_row(make_app) -> None:
+    """Each frame the log moves by its new lines, Textual marks its whole region dirty
+    and builds every visible row again (text, crop, offsets, styles); LogLines keeps
+    finished rows under the line they show, so only the new line's row is built."""
+    app = make_app(FixtureSession())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        log = app.screen.query_one(LogPane).log_widget
+        log.write_lines([f"line {i}" for i in range(40)])
+        await pilot.pause()
+        log.write_lines(["line 40"])  # scrollbars settled
+        await pilot.pause()
+        built: list[int] = []
+        render_line = log._styles_cache.render_line
+        log._styles_cache.render_line = lambda *a, **k: built.append(1) or render_line(*a, **k)
+        log.write_lines(["new line"])  # scrolls the view by one row
+        await pilot.pause()
+        assert log.size.height > 5 and len(built) == 1, f"{len(built)} rows built"
+        rows = log.render_lines(Region(0, 0, log.size.width, log.size.height))
+        assert [r.text.rstrip() for r in rows if r.text.strip()][-2:] == ["line 40", "new line"]
+
+
+async def test_a_full_log_shows_its_newest_lines_after_pruning(make_app) -> None:
+    """Once full, every write drops the oldest lines and the rows move under a fixed
+    scroll offset: kept rows must follow the lines, not the row numbers."""
+    app = make_app(FixtureSession())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        pane = app.screen.query_one(LogPane)
+        log = pane.log_widget
+        log.max_lines = 30
+        pane.show_lines("slammed5", [], follow=True, filter_text=None)
+        seq = 0
+        for _ in range(12):
+            pane.append([LogLine(seq + i, f"line {seq + i}") for i in range(1, 6)])
+            seq += 5
+            pane.draw()
+            await pilot.pause()
+        rows = log.render_lines(Region(0, 0, log.size.width, log.size.height))
+        shown = [s.text.rstrip() for s in rows if s.text.strip()]
+        assert len(shown) >= 10
+        assert shown == [f"line {i}" for i in range(seq - len(shown) + 1, seq + 1)]
 
 
 async def test_the_log_measures_new_lines_in_place_without_a_worker(make_app) -> None:

@@ -87,6 +87,7 @@ class DemoRun:
     seed: int
     checkpoints: bool = True  # a healthy run writes checkpoints (and auto-evaluates them)
     total_steps: int = 70000  # the trainer stops there (10 steps a line)
+    backfill_steps: int = 3000  # history written at start, timestamps in the past
 
 
 DEMO_RUNS = (
@@ -243,6 +244,8 @@ class DemoCluster:
                 str(run.seed),
                 "--total-steps",
                 str(run.total_steps),
+                "--backfill-steps",
+                str(run.backfill_steps),
                 "--interval",
                 str(self.trainer_interval_s),
                 "--parent-pid",

@@ -33,11 +33,7 @@ PROBE_MARKER = "dflash-tui-probe"
 OUR_MARKERS = (PROBE_MARKER, "dflash-tui-tail", "dflash-tui-history")
 MAX_COMMAND_CHARS = 4096
 
-PROBE_SCRIPT = r"""# dflash-tui-probe: host clock, each run's log and processes, GPU use.
-# stdin: the number of runs, then two lines per run: its log path, its process
-# pattern ("" = none). Everything is printed at the end, in one write: line by
-# line, each printf would reach the console as an SSH packet of its own.
-me=$$
+_PROBE_FUNCTION = r"""me=$$
 probe() {
 printf 'NOW %s\n' "$(date +%s.%N)"
 sid=$(ps -o sid= -p "$me" 2>/dev/null | tr -d ' ')
@@ -103,9 +99,49 @@ else
 fi
 printf 'END\n'
 }
-out=$(probe)
+"""
+
+PROBE_SCRIPT = (
+    r"""# dflash-tui-probe: host clock, each run's log and processes, GPU use.
+# stdin: the number of runs, then two lines per run: its log path, its process
+# pattern ("" = none). Everything is printed at the end, in one write: line by
+# line, each printf would reach the console as an SSH packet of its own.
+"""
+    + _PROBE_FUNCTION
+    + r"""out=$(probe)
 printf '%s\n' "$out"
 """
+)
+
+PROBE_LOOP_SCRIPT = (
+    r"""# dflash-tui-probe: the probe, kept running: one command per host for all its probes.
+# stdin: the number of runs and two lines per run (as the one-shot probe), then one
+# request a line: P probes (the output ends with END, in one write), T answers T at
+# once (a round trip for the latency, without starting a process). Anything else,
+# or the end of stdin, ends it.
+"""
+    + _PROBE_FUNCTION
+    + r"""IFS= read -r runs
+targets=
+n=0
+while [ "$n" -lt "${runs:-0}" ] && IFS= read -r log && IFS= read -r pat; do
+    targets="$targets$log
+$pat
+"
+    n=$((n + 1))
+done
+while IFS= read -r req; do
+    case $req in
+    T) printf 'T\n' ;;
+    P)
+        out=$(printf '%s\n%s' "$runs" "$targets" | probe)
+        printf '%s\n' "$out"
+        ;;
+    *) exit 2 ;;
+    esac
+done
+"""
+)
 
 
 class RunState(str, enum.Enum):
@@ -178,6 +214,12 @@ def probe_argv() -> list[str]:
     timeout; a second setsid would move the probe out of the group killed.
     """
     return ["sh", "-c", PROBE_SCRIPT, PROBE_MARKER]
+
+
+def probe_loop_argv() -> list[str]:
+    """argv of the kept-running probe (`PROBE_LOOP_SCRIPT`), `$0` the marker; run it
+    with HostPool.stream, send `probe_input(...)`, then one request a line."""
+    return ["sh", "-c", PROBE_LOOP_SCRIPT, PROBE_MARKER]
 
 
 def probe_input(targets: Sequence[ProbeTarget]) -> str:

@@ -29,6 +29,7 @@ from dflash_tui.monitor.liveness import (
     probe_input,
 )
 from dflash_tui.monitor.metrics import MetricParser
+from dflash_tui.monitor.probe_stream import ProbeStream
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailNotice
 from dflash_tui.monitor.tasks import cancel_and_wait
 from dflash_tui.monitor.views import (
@@ -44,7 +45,7 @@ from dflash_tui.monitor.views import (
     RunUpdated,
     RunView,
 )
-from dflash_tui.remote.errors import RemoteError
+from dflash_tui.remote.errors import CommandFailed, RemoteError
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.tau import TauEstimate, estimate_tau
 
@@ -78,6 +79,10 @@ class MonitorOptions:
     # config's refresh_s (at most GATHER_MAX_S), the pace at which the runs table is
     # repainted, so gathering longer than a second costs the screen nothing.
     gather_s: float | None = None
+    # Tails of runs in `set_live` (the log on screen) gather this long: the console
+    # paints new lines once a second, so a line waits no longer to be seen in all,
+    # and a log writing 5 lines a second sends about 2 frames instead of 5.
+    live_gather_s: float = 0.4
     probe_timeout_s: float = 20.0
     history_timeout_s: float = 120.0
     notices_kept: int = 20
@@ -156,6 +161,7 @@ class _Host:
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.lock = asyncio.Lock()
+        self.probes: ProbeStream | None = None  # while the probe loop runs
 
 
 class EventStream:
@@ -292,7 +298,7 @@ class Monitor:
     def set_live(self, runs: Sequence[str] | None) -> None:
         """Runs whose new lines someone is reading now (None: all of them, the default).
 
-        Their tails send each line at once; the others gather for `gather_s`
+        Their tails gather for `live_gather_s` (0.4 s); the others for `gather_s`
         (by default `refresh_s`) on the host and send one frame, which is most of
         the cost of watching many busy logs (their metrics still arrive within
         `refresh_s`, as often as the runs table is repainted).
@@ -303,8 +309,10 @@ class Monitor:
                 run.tail.set_gather(self._gather_for(run.cfg.name))
 
     def _gather_for(self, run: str) -> float:
-        if self._live is None or run in self._live:
+        if self._live is None:
             return 0.0
+        if run in self._live:
+            return self.options.live_gather_s
         if self.options.gather_s is not None:
             return self.options.gather_s
         return min(self.config.console.refresh_s, GATHER_MAX_S)
@@ -645,16 +653,21 @@ class Monitor:
     async def _probe_loop(self, host: _Host) -> None:
         refresh_s = self.config.console.refresh_s
         woken = True
-        while not self._stopping:
-            began = time.monotonic()
-            await self._probe(host, force_ping=woken)
-            host.wake.clear()
-            left = refresh_s - (time.monotonic() - began)
-            woken = False
-            if left > 0:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(host.wake.wait(), left)
-                    woken = True
+        # One kept-running probe per host: a probe is a line each way, not a command.
+        async with ProbeStream(self.pool, host.name) as host.probes:
+            try:
+                while not self._stopping:
+                    began = time.monotonic()
+                    await self._probe(host, force_ping=woken)
+                    host.wake.clear()
+                    left = refresh_s - (time.monotonic() - began)
+                    woken = False
+                    if left > 0:
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(host.wake.wait(), left)
+                            woken = True
+            finally:
+                host.probes = None
 
     async def _probe(self, host: _Host, force_ping: bool = True) -> None:
         """Probe `host` once, then re-judge its runs. It is pinged first if `force_ping`,
@@ -668,29 +681,44 @@ class Monitor:
             now = self.clock()
             try:
                 stale = time.monotonic() - host.pinged_at >= PING_EVERY_S
+                probes = host.probes
                 if force_ping or stale or host.reachable is not True or host.latency_ms is None:
-                    host.latency_ms = round(await self.pool.ping(host.name, timeout), 1)
+                    if probes is not None:
+                        rtt = await probes.round_trip(targets, timeout)
+                    else:
+                        rtt = await self.pool.ping(host.name, timeout)
+                    host.latency_ms = round(rtt, 1)
                     host.pinged_at = time.monotonic()
                 before = self.clock()
-                result = await self.pool.run(
-                    host.name,
-                    probe_argv(),
-                    input=probe_input(targets),
-                    timeout=timeout,
-                    check=False,
-                )
+                if probes is not None:
+                    try:
+                        stdout, failed = await probes.probe(targets, timeout), None
+                    except CommandFailed as exc:  # the host answered: the script failed
+                        stdout, failed = "", f"probe failed: {exc.message}"
+                else:
+                    result = await self.pool.run(
+                        host.name,
+                        probe_argv(),
+                        input=probe_input(targets),
+                        timeout=timeout,
+                        check=False,
+                    )
+                    stdout, failed = result.stdout, None
+                    if result.exit_status != 0:
+                        failed = (
+                            f"probe failed (exit {result.exit_status}): "
+                            f"{result.stderr.strip()[:300]}"
+                        )
                 # The host read its clock and the logs' mtimes about halfway through.
                 now = (before + self.clock()) / 2
                 host.reachable = True
-                if result.exit_status != 0:
-                    host.error = (
-                        f"probe failed (exit {result.exit_status}): {result.stderr.strip()[:300]}"
-                    )
+                if failed is not None:
+                    host.error = failed
                 else:
                     # Only the parse may raise ValueError here: the host answered, but
                     # with output we cannot read (anything else is not "unreadable").
                     try:
-                        probe = parse_probe(result.stdout, len(targets))
+                        probe = parse_probe(stdout, len(targets))
                         host.error = None
                     except ValueError as exc:
                         host.error = f"probe output unreadable: {exc}"

@@ -16,7 +16,8 @@ inode) and sends them framed and base64-encoded:
                     while we were disconnected): its remainder comes first
     L ID            the old file ID is gone: its unread remainder is lost
     M               the log does not exist (yet); we wait for it
-    K               heartbeat (a dead pipe kills the script at the next one)
+    K               heartbeat, every `heartbeat_s` while the log is quiet (a dead
+                    pipe kills the script at the next one)
 
 It sleeps in a `dd` reading a `tail -F` of the same path (inotify), so a new
 line is sent within milliseconds and an idle log costs nothing; `notify=False`
@@ -53,6 +54,9 @@ from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
 
+HEARTBEAT_MAX_S = 6
+"""Seconds between heartbeats of a quiet log at most (was a fixed 2 s)."""
+
 TAIL_MARKER = "dflash-tui-tail"
 """`$0` of the remote script: liveness probes skip processes of sessions led by it."""
 
@@ -61,10 +65,10 @@ TAIL_SCRIPT = r"""# dflash-tui-tail: follow a log by byte offset through rotatio
 # the path), $4 hex of the bytes just before the offset ("" = no check),
 # $5 poll seconds (without a notifier), $6 max bytes per frame, $7 notifier 1/0,
 # $8 gather seconds (after the doorbell, wait this long so one frame carries every
-# line written meanwhile: one SSH packet a second for a busy log nobody is reading).
-p=$1 off=$2 want=$3 check=$4 poll=$5 chunk=$6 notify=$7 gather=${8:-0}
+# line written meanwhile: one SSH packet a second for a busy log nobody is reading),
+# $9 heartbeat seconds (a quiet log says it is alive this often).
+p=$1 off=$2 want=$3 check=$4 poll=$5 chunk=$6 notify=$7 gather=${8:-0} beat=${9:-2}
 case $p in "~/"*) p=$HOME/${p#"~/"} ;; esac  # a leading ~/ is the remote home
-beat=2
 # Wait for the log to change. A `tail -F` on our stdin wakes us through inotify the
 # moment anything is appended, rotated or truncated (its output is only a doorbell;
 # the bytes are read by offset below). Every $beat seconds we wake anyway and say
@@ -329,6 +333,9 @@ class LogTail:
         self.notify = notify
         self.batch_s = batch_s
         self.silence_s = silence_s
+        # A quiet log's heartbeat: four within the silence that means a dead link, at
+        # most every 6 s (each one is an SSH packet the console decrypts and reads).
+        self.heartbeat_s = max(1, min(HEARTBEAT_MAX_S, int(silence_s / 4)))
         self.max_buffered_lines = max_buffered_lines
         self.max_frame_bytes = max_frame_bytes
         self.gather_s = gather_s
@@ -449,6 +456,7 @@ class LogTail:
             str(self.max_frame_bytes),
             "1" if self.notify else "0",
             f"{self.gather_s:g}",
+            str(self.heartbeat_s),
         )
         argv[3] = TAIL_MARKER
         return argv

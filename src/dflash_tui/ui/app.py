@@ -29,6 +29,7 @@ from textual.screen import Screen
 from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState
 
+from dflash_tui import gc_policy
 from dflash_tui.monitor.views import HostUpdated as CoreHostUpdated
 from dflash_tui.monitor.views import LinesAppended as CoreLinesAppended
 from dflash_tui.monitor.views import RunUpdated as CoreRunUpdated
@@ -725,14 +726,21 @@ def run_console(session: SessionAPI) -> int:
     """Run the console in this terminal until the user quits; returns the exit status.
 
     The session is stopped after the App has restored the terminal, on the
-    same event loop its tasks run on.
+    same event loop its tasks run on. Garbage collection is set for a long run
+    (`gc_policy`): here, not in the App, so tests that make many Apps keep
+    CPython's defaults.
     """
 
     async def main() -> int:
         app = DflashApp(session)
+        gc_policy.for_a_long_run()
+        loop = asyncio.get_running_loop()
+        settling = [loop.call_later(s, gc_policy.freeze_what_is_alive) for s in gc_policy.SETTLE_S]
         try:
             await app.run_async()
         finally:
+            for handle in settling:
+                handle.cancel()
             stopping = asyncio.ensure_future(session.stop())
             done, _ = await asyncio.wait({stopping}, timeout=0.5)
             if not done:

@@ -11,11 +11,13 @@ line is never parsed as markup.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Self
 
 from rich.cells import cell_len
 from rich.style import Style
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Input, Log, Static
@@ -27,19 +29,46 @@ MAX_LINES = 1000  # the monitor keeps 1000 recent lines per run; a full Log neve
 
 
 class LogLines(Log):
-    """Textual's Log, measuring the width of new lines in place and rendering each line once.
+    """Textual's Log that renders each line once, however often it scrolls.
 
-    Log measures new lines in a thread worker on every write (a Worker, a task, a
-    hop to the executor and back), which costs more than measuring a few lines.
-    And Log (textual 8.2) keeps a rendered line in its cache only while text is
-    selected, so every repaint (each scroll by a new line) rendered every
-    visible line again; here a line is rendered once and kept, as Log means to.
+    Every frame in which the log moves by its new lines repaints its whole
+    region, and Textual then builds every visible row again: the line's text,
+    its crop to the view, its selection offsets, then the widget's styles
+    (several Strips a row). Here a row is kept, finished, under the line it
+    shows (counted from the first line ever written, so pruning the oldest
+    lines does not shift it) and the view it was cut for; a frame builds only
+    the rows of new lines. While text is selected, Log's own path runs.
+
+    Log also measures new lines in a thread worker on every write (a Worker, a
+    task, a hop to the executor and back), which costs more than measuring a
+    few lines: here they are measured in place.
     """
+
+    ROWS_KEPT = 512
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pruned = 0  # lines dropped from the start since the last clear
+        self._rows: dict[tuple[Any, ...], Strip] = {}
 
     def _update_size(self, updates: int, lines: list[str]) -> None:  # Log's worker
         if lines:
             width = max(cell_len(self._process_line(line)) for line in lines)
             self._update_maximum_width(updates, width)
+
+    def _prune_max_lines(self) -> None:
+        if self.max_lines is not None:
+            self._pruned += max(0, len(self._lines) - self.max_lines)
+        super()._prune_max_lines()
+
+    def clear(self) -> Self:
+        self._rows.clear()
+        self._pruned = 0
+        return super().clear()
+
+    def notify_style_update(self) -> None:
+        self._rows.clear()
+        super().notify_style_update()
 
     def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
         if self.text_selection is not None:
@@ -51,6 +80,38 @@ class LogLines(Log):
             strip = super()._render_line_strip(y, rich_style)
             self._render_line_cache[y] = strip
         return strip
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if self.text_selection is not None:
+            return super().render_lines(crop)
+        scroll_x, scroll_y = self.scroll_offset
+        # Everything the finished row depends on besides its line: the view, the
+        # widget's colours (focus, theme) and the app's filters (a modal dims).
+        view = (
+            scroll_x,
+            crop.x,
+            crop.width,
+            self.size,
+            self.rich_style,
+            self.background_colors,
+            tuple(id(f) for f in self.get_line_filters()),
+        )
+        rows, lines, first = self._rows, len(self._lines), self._pruned + scroll_y
+        strips = []
+        for y in crop.line_range:
+            # A row below the last line is blank whichever line it would show.
+            key = (first + y, view) if scroll_y + y < lines else (None, y, view)
+            strip = rows.get(key)
+            if strip is None:
+                # Built afresh: Textual's own row cache may hold what this row showed
+                # before the lines moved under it.
+                self._styles_cache.set_dirty(Region(0, y, 1, 1))
+                strip = super().render_lines(Region(crop.x, y, crop.width, 1))[0]
+                if len(rows) >= self.ROWS_KEPT:
+                    rows.clear()
+                rows[key] = strip
+            strips.append(strip)
+        return strips
 
 
 class LogPane(PaneMixin, Vertical):
@@ -164,7 +225,7 @@ class LogPane(PaneMixin, Vertical):
         elif self._pending:
             kept = self._keep(self._pending)
             if kept:
-                full = log.line_count + len(kept) > MAX_LINES
+                full = log.max_lines is not None and log.line_count + len(kept) > log.max_lines
                 log.write_lines(kept)
                 if full:
                     # Textual's Log drops the oldest lines but repaints only the rows
