@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import random
 import sqlite3
 import time
 from collections import deque
@@ -34,7 +33,6 @@ from dflash_tui.transfer.events import (
     EventSink,
     FileVerified,
     ProgressTracker,
-    Retrying,
     TransferEvent,
     TransferFailed,
     TransferFinished,
@@ -51,6 +49,7 @@ from dflash_tui.transfer.plan import (
     resolve_destination,
     walk_source,
 )
+from dflash_tui.transfer.retry import retry_on_drop
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import LocalSide, Side, make_side
 from dflash_tui.transfer.store import TransferRecord, TransferStore
@@ -261,34 +260,14 @@ class _Relay:
 
     async def _attempts(self) -> None:
         """Run the transfer, retrying with backoff when a link drops."""
-        attempt = 0
-        while True:
-            try:
-                await self._attempt(first=attempt == 0)
-                return
-            except ConnectionLost as exc:
-                await self._stop()
-                if attempt >= self.options.retries:
-                    raise TransferError(
-                        f"{exc.message}; gave up after {attempt} retries",
-                        kind="connection",
-                        resumable=True,
-                    ) from None
-                attempt += 1
-                delay = min(
-                    self.options.backoff_cap_s, self.options.backoff_base_s * 2 ** (attempt - 1)
-                ) * random.uniform(0.8, 1.0)
-                self.sink(
-                    Retrying(
-                        self.transfer_id,
-                        attempt,
-                        self.options.retries,
-                        delay,
-                        exc.message,
-                        self.bytes_sent,
-                    )
-                )
-                await asyncio.sleep(delay)
+        await retry_on_drop(
+            lambda first: self._attempt(first=first),
+            self._stop,
+            self.options,
+            self.sink,
+            self.transfer_id,
+            lambda: self.bytes_sent,
+        )
 
     async def _fail(self, exc: TransferError) -> None:
         await self._stop()
@@ -633,12 +612,7 @@ class _Relay:
         assert isinstance(job, Job)
         if not piece.whole:
             return None  # hashed afterwards (_verify_and_finish)
-        local_sha = None
-        if job.local_part:
-            if job.local_fd is not None:
-                os.close(job.local_fd)
-                job.local_fd = None
-            local_sha = await asyncio.to_thread(sha256_local_file, job.local_part)
+        local_sha = await self._local_sha(job)
         if piece.src_sha != piece.dst_sha or local_sha not in (None, piece.src_sha):
             job.repair = True
             return None
@@ -678,23 +652,8 @@ class _Relay:
                 self._hash(self.src_side, job.src_path), self._hash(self.dst_side, job.dst_part)
             )
             local_sha = await self._local_sha(job)
-            if src_sha != dst_sha or local_sha not in (None, src_sha):
-                self.store.drop_ranges(self.transfer_id, job.file.rel)
-                job.written.clear()
-                shown = f", local copy {local_sha}" if local_sha not in (None, src_sha) else ""
-                raise TransferError(
-                    f"{job.label}: sha256 mismatch after resending {len(bad)} range(s): source "
-                    f"{src_sha}, destination {dst_sha}{shown}; is the source being written to?",
-                    kind="corrupt",
-                )
-        mode = f"{job.file.mode & 0o7777:o}"
-        force = "1" if self.options.force else "0"
-        out = await self.dst_side.run(argv(FINISH, job.dst_part, job.dst_final, mode, force))
-        if not out.ok:
-            raise describe_failure(f"{self.dst_side.label}:{job.dst_final}", out, "renaming")
-        if job.local_part and job.local_final:
-            await self._finish_local(job)
-        self._done(job, src_sha, dst_sha)
+            self._refuse_mismatch(job, len(bad), src_sha, dst_sha, local_sha)
+        await self._rename_into_place(job, src_sha, dst_sha)
 
     async def _local_sha(self, job: Job) -> str | None:
         if not job.local_part:
@@ -704,7 +663,35 @@ class _Relay:
             job.local_fd = None
         return await asyncio.to_thread(sha256_local_file, job.local_part)
 
+    def _refuse_mismatch(
+        self, job: Job, resent: int, src_sha: str, dst_sha: str, local_sha: str | None
+    ) -> None:
+        """Hashes that still differ after the differing ranges were sent again: start the
+        file over next time (its recorded ranges are dropped) and say what differs."""
+        if src_sha == dst_sha and local_sha in (None, src_sha):
+            return
+        self.store.drop_ranges(self.transfer_id, job.file.rel)
+        job.written.clear()
+        shown = f", local copy {local_sha}" if local_sha not in (None, src_sha) else ""
+        raise TransferError(
+            f"{job.label}: sha256 mismatch after resending {resent} range(s): source "
+            f"{src_sha}, destination {dst_sha}{shown}; is the source being written to?",
+            kind="corrupt",
+        )
+
+    async def _rename_into_place(self, job: Job, src_sha: str, dst_sha: str) -> None:
+        """Mode and rename of the verified ``.part`` (and of the local copy); the file is done."""
+        mode = f"{job.file.mode & 0o7777:o}"
+        force = "1" if self.options.force else "0"
+        out = await self.dst_side.run(argv(FINISH, job.dst_part, job.dst_final, mode, force))
+        if not out.ok:
+            raise describe_failure(f"{self.dst_side.label}:{job.dst_final}", out, "renaming")
+        if job.local_part and job.local_final:
+            await self._finish_local(job)
+        self._done(job, src_sha, dst_sha)
+
     async def _finish_local(self, job: Job) -> None:
+        """Mode and rename of the verified local copy (``--keep-local``)."""
         assert job.local_part and job.local_final
         mode = f"{job.file.mode & 0o7777:o}"
         force = "1" if self.options.force else "0"
@@ -801,29 +788,8 @@ class _Relay:
             job.src_hash = None
             await self._start_hashes(job)
             src_sha, dst_sha, local_sha = await self._whole_hashes(job, follow=False)
-            if src_sha != dst_sha or local_sha not in (None, src_sha):
-                self.store.drop_ranges(self.transfer_id, job.file.rel)
-                job.written.clear()
-                shown = f", local copy {local_sha}" if local_sha not in (None, src_sha) else ""
-                raise TransferError(
-                    f"{job.label}: sha256 mismatch after resending {len(bad)} range(s): source "
-                    f"{src_sha}, destination {dst_sha}{shown}; is the source being written to?",
-                    kind="corrupt",
-                )
-        mode = f"{job.file.mode & 0o7777:o}"
-        force = "1" if self.options.force else "0"
-        out = await self.dst_side.run(argv(FINISH, job.dst_part, job.dst_final, mode, force))
-        if not out.ok:
-            raise describe_failure(f"{self.dst_side.label}:{job.dst_final}", out, "renaming")
-        if job.local_part and job.local_final:
-            out = await self.local.run(argv(FINISH, job.local_part, job.local_final, mode, force))
-            if not out.ok:
-                raise describe_failure(f"local:{job.local_final}", out, "renaming the local copy")
-        self.store.set_file_state(self.transfer_id, job.file.rel, "done", src_sha, dst_sha)
-        self.store.drop_ranges(self.transfer_id, job.file.rel)
-        self._mark_done(job, src_sha, dst_sha, skipped=False)
-        self._emit_verified(self.results[job.label])
-        self.store.set_done_bytes(self.transfer_id, self._done_bytes())
+            self._refuse_mismatch(job, len(bad), src_sha, dst_sha, local_sha)
+        await self._rename_into_place(job, src_sha, dst_sha)
 
     def _done_bytes(self) -> int:
         """Bytes at the destination so far (for the transfers list)."""

@@ -10,7 +10,6 @@ the state database and the store say is already there.
 from __future__ import annotations
 
 import asyncio
-import random
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -19,18 +18,18 @@ from typing import TypeVar
 
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.endpoints import Endpoint
-from dflash_tui.transfer.errors import ConnectionLost, TransferError
+from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.events import (
     EventSink,
     FileVerified,
     ProgressTracker,
-    Retrying,
     TransferEvent,
     TransferFailed,
     TransferFinished,
     TransferStarted,
 )
 from dflash_tui.transfer.relay import FileResult, RelayOptions, TransferResult
+from dflash_tui.transfer.retry import retry_on_drop
 from dflash_tui.transfer.s3.client import S3Store
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.state import UploadState
@@ -133,27 +132,15 @@ class StoreTransfer:
         )  # fmt: skip
 
     async def _attempts(self) -> None:
-        attempt = 0
-        while True:
-            try:
-                await self._attempt(first=attempt == 0)
-                return
-            except ConnectionLost as exc:
-                await self._stop()
-                if attempt >= self.options.retries:
-                    raise TransferError(
-                        f"{exc.message}; gave up after {attempt} retries",
-                        kind="connection",
-                        resumable=True,
-                    ) from None
-                attempt += 1
-                delay = min(
-                    self.options.backoff_cap_s, self.options.backoff_base_s * 2 ** (attempt - 1)
-                ) * random.uniform(0.8, 1.0)
-                self.sink(
-                    Retrying(self.transfer_id, attempt, self.options.retries, delay, exc.message)
-                )
-                await asyncio.sleep(delay)
+        """Run the transfer, retrying with backoff when a link drops."""
+        await retry_on_drop(
+            lambda first: self._attempt(first=first),
+            self._stop,
+            self.options,
+            self.sink,
+            self.transfer_id,
+            lambda: self.bytes_sent,
+        )
 
     async def _fail(self, exc: TransferError) -> None:
         await self._stop()
