@@ -269,7 +269,15 @@ async def test_a_dropped_ssh_link_during_an_upload_is_retried_without_resending_
     host, config = store_config()
     src = host.home / "model.bin"
     sha = random_file(src, 24 * MIB, seed=14)
-    options = RelayOptions(range_bytes=8 * MIB, streams=1, retries=3, backoff_base_s=0.05)
+    # Progress on every chunk read (no throttling): the cut lands 1 MiB into part 2 even when
+    # the host reads faster than a throttled progress event would arrive.
+    options = RelayOptions(
+        range_bytes=8 * MIB,
+        streams=1,
+        retries=3,
+        backoff_base_s=0.05,
+        progress_interval_s=0.0,
+    )
     events: list = []
     cut = []
 
