@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tui.commands import CommandError
-from dflash_tui.commands.eval import _Progress, eval_context
+from dflash_tui.commands.eval import _Progress, eval_context, print_job_head
 from dflash_tui.commands.output import add_json_flag, print_json
 from dflash_tui.evals.cachejobs import DEFAULT_MAX_NEW_TOKENS
 from dflash_tui.evals.jobs import DONE
@@ -107,12 +107,7 @@ async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
 
 def _print(out: dict[str, Any]) -> None:
     job = out["job"]
-    print(f"job {job['id']}: {job['summary']}")
-    if job["state"] == "running":
-        print(f"  follow: dflash-tui jobs {job['id']}    cancel: dflash-tui cancel {job['id']}")
-    if job["state"] == "failed":
-        for line in job["log_tail"][-10:]:
-            print(f"  | {line}")
+    print_job_head(job)
     if job["state"] == DONE and job.get("result_dir"):
         print(f"  cache: {job['result_dir']}")
 

@@ -159,14 +159,18 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
         return code, out
 
 
-def _print(out: dict[str, Any]) -> None:
-    job = out["job"]
+def print_job_head(job: dict[str, Any]) -> None:
+    """A started job's line, how to follow or cancel it, and a failure's last log lines."""
     print(f"job {job['id']}: {job['summary']}")
     if job["state"] == "running":
         print(f"  follow: dflash-tui jobs {job['id']}    cancel: dflash-tui cancel {job['id']}")
     if job["state"] == "failed":
         for line in job["log_tail"][-10:]:
             print(f"  | {line}")
+
+
+def _print(out: dict[str, Any]) -> None:
+    print_job_head(out["job"])
     result = out.get("result")
     if result:
         baseline = out.get("baseline")
