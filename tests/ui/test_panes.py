@@ -37,7 +37,7 @@ async def test_header_keeps_the_counts_and_cuts_a_long_config_name_at_80_columns
         await pilot.pause()
         text = app.screen.query_one(HeaderBar)._shown[0]
         assert len(text) <= 80
-        assert text.startswith(" 1 alive 1 stalled 1 dead  hosts 2/3 up 1 down  15:06:39  ..")
+        assert text.startswith(" 1 alive 1 stalled 1 dead  hosts 2/3 up 1 down  15:06  ..")
         assert text.endswith("x.toml")  # a path is cut at its start: the file name stays
         await pilot.resize_terminal(200, 24)
         await pilot.pause()

@@ -313,15 +313,26 @@ def parse_probe(text: str, n_runs: int) -> HostProbe:
 # --------------------------------------------------------------------------- states
 
 
+SECONDS_SHOWN_BELOW_S = 600  # ages from here on are written in whole minutes
+
+
 def format_duration(seconds: float | None) -> str:
-    """`42s`, `3m05s`, `2h07m`, `3d04h`; `-` for None."""
+    """`42s`, `3m05s`, `25m`, `2h07m`, `3d04h`; `-` for None.
+
+    Two units at most, each at the resolution a reader uses at that size (as
+    kubectl writes ages): seconds stop counting at ten minutes. An age on screen
+    then changes once a minute instead of at every probe, and the console repaints
+    nothing for a run that only grew older.
+    """
     if seconds is None:
         return "-"
     s = max(0, round(seconds))
     if s < 60:
         return f"{s}s"
-    if s < 3600:
+    if s < SECONDS_SHOWN_BELOW_S:
         return f"{s // 60}m{s % 60:02d}s"
+    if s < 3600:
+        return f"{s // 60}m"
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"

@@ -23,6 +23,7 @@ from dflash_tui.monitor.liveness import (
     ProbeTarget,
     RunProbe,
     RunState,
+    format_duration,
     judge,
     parse_probe,
     probe_argv,
@@ -119,6 +120,7 @@ class _Run:
         self.position = LogPosition()
         self.step_lines = 0
         self.version = 0
+        self.shown: tuple[object, ...] = ()  # probe_shown() at the last change
         self.view: RunView | None = None
         self.task: asyncio.Task[None] | None = None
         self.series: HistorySeries | None = None
@@ -135,6 +137,16 @@ class _Run:
             # Built only if someone reads it (the plotted run), not for every view.
             self.series, self.series_version, self.series_at = LazySeries(h), h.version, now
         return self.series
+
+    def probe_shown(self, reachable: bool | None) -> tuple[object, ...]:
+        """What a probe puts in this run's view, as a reader sees it: a process's age at
+        the resolution it is written in, the log by identity, size and mtime."""
+        probe = self.probe
+        if probe is None:
+            return (reachable, self.state, self.reason)
+        processes = tuple((p.pid, p.command, format_duration(p.elapsed_s)) for p in probe.processes)
+        return (reachable, self.state, self.reason, probe.log, probe.log_error,
+                probe.pattern_error, processes)  # fmt: skip
 
     def log_changed_at(self) -> float | None:
         times = []
@@ -525,10 +537,17 @@ class Monitor:
                 self._emit(RunStateChanged(run.cfg.name, old, state, reason))
 
     def _rejudge_host(self, host: str) -> None:
+        """After a probe of `host`: judge its runs again; a run whose view would show
+        something new (state, reason, processes, the log's file) is changed, one that
+        only grew older is not (ages are computed where they are shown)."""
+        reachable = self._hosts[host].reachable
         for run in self._runs.values():
             if run.cfg.host == host:
                 self._rejudge(run)
-                self._run_changed(run)
+                shown = run.probe_shown(reachable)
+                if shown != run.shown:
+                    run.shown = shown
+                    self._run_changed(run)
 
     async def _load_history(self, run: _Run) -> None:
         history = History(

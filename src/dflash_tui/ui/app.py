@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterable
@@ -25,6 +26,7 @@ from textual import events, on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState
@@ -81,9 +83,10 @@ class DflashApp(App[int]):
         *,
         bell: bool | None = None,
         start_session: bool = True,
+        driver_class: type[Driver] | None = None,
     ) -> None:
         use_common_glyphs()
-        super().__init__()
+        super().__init__(driver_class=driver_class)
         self.session = session
         self.config = session.config
         self.bell_enabled = self.config.console.bell if bell is None else bell
@@ -241,12 +244,16 @@ class DflashApp(App[int]):
     def _flush_views(self) -> None:
         if not self._live():
             return  # a recompose refills everything when it is done
-        self._views_at = self._ticked_at = time.monotonic()
+        self._views_at = time.monotonic()
         dirty, self._dirty_runs = self._dirty_runs, set()
         hosts_dirty, self._dirty_hosts = self._dirty_hosts, False
         with self.batch_update():
-            if dirty or hosts_dirty:
+            if dirty:
+                self._ticked_at = self._views_at  # the rows are drawn with this moment's ages
                 self.fill_runs()
+            elif self._views_at - self._ticked_at >= self.config.console.refresh_s - BEAT_S / 2:
+                self._tick()  # a probe that changed no run: the ages still move on
+            if dirty or hosts_dirty:
                 self.fill_header()
             if self.selected_run in dirty:
                 self.fill_plots()
@@ -722,6 +729,15 @@ class DflashApp(App[int]):
             self._unsubscribe = None
 
 
+def quiet_input_driver() -> type[Driver] | None:
+    """Our input driver where Textual would use its Linux one (not under TEXTUAL_DRIVER)."""
+    if not sys.platform.startswith("linux") or os.environ.get("TEXTUAL_DRIVER"):
+        return None
+    from dflash_tui.ui.input_driver import QuietInputDriver
+
+    return QuietInputDriver
+
+
 def run_console(session: SessionAPI) -> int:
     """Run the console in this terminal until the user quits; returns the exit status.
 
@@ -732,7 +748,7 @@ def run_console(session: SessionAPI) -> int:
     """
 
     async def main() -> int:
-        app = DflashApp(session)
+        app = DflashApp(session, driver_class=quiet_input_driver())
         gc_policy.for_a_long_run()
         loop = asyncio.get_running_loop()
         settling = [loop.call_later(s, gc_policy.freeze_what_is_alive) for s in gc_policy.SETTLE_S]

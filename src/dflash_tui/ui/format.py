@@ -11,6 +11,7 @@ import math
 import time
 
 from dflash_tui.monitor.history import Trend
+from dflash_tui.monitor.liveness import SECONDS_SHOWN_BELOW_S
 
 DASH = "-"
 UP, DOWN, FLAT = "↑", "↓", "→"
@@ -22,14 +23,18 @@ def missing(value: float | None) -> bool:
 
 
 def duration(seconds: float | None) -> str:
-    """12s, 4m05s, 2h05m, 3d04h."""
+    """12s, 4m05s, 25m, 2h05m, 3d04h: seconds stop counting at ten minutes, as in the
+    core's reasons (`monitor.liveness.format_duration`), so an old age on screen
+    changes once a minute, not at every refresh."""
     if missing(seconds):
         return DASH
     s = int(max(0.0, seconds or 0.0))
     if s < 60:
         return f"{s}s"
-    if s < 3600:
+    if s < SECONDS_SHOWN_BELOW_S:
         return f"{s // 60}m{s % 60:02d}s"
+    if s < 3600:
+        return f"{s // 60}m"
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
@@ -114,11 +119,11 @@ def bar(fraction: float | None, width: int) -> str:
     return FULL * filled + EMPTY * (width - filled)
 
 
-def clock(when: float | None) -> str:
-    """Local wall-clock time of `when` (seconds since the epoch), HH:MM:SS."""
+def clock(when: float | None, seconds: bool = True) -> str:
+    """Local wall-clock time of `when` (seconds since the epoch), HH:MM:SS (or HH:MM)."""
     if when is None:
-        return "--:--:--"
-    return time.strftime("%H:%M:%S", time.localtime(when))
+        return "--:--:--" if seconds else "--:--"
+    return time.strftime("%H:%M:%S" if seconds else "%H:%M", time.localtime(when))
 
 
 def clip(text: str, width: int) -> str:

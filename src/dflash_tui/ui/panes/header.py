@@ -64,7 +64,9 @@ class HeaderBar(Static):
         out.append(f" hosts {up}/{len(hosts)} up")
         if down:
             out.append(f" {down} down", style("dead"))
-        out.append(f"  {fmt.clock(refreshed_at)}  ")
+        # The last refresh to the minute: to the second, the header was a frame of its own
+        # every refresh_s; a probe that is late shows its age in the hosts pane.
+        out.append(f"  {fmt.clock(refreshed_at, seconds=False)}  ")
         room = max(12, (self.size.width or 80) - out.cell_len - 1)
         # A path is cut at its start: the file's own name is the part that tells configs apart.
         out.append(config_name if len(config_name) <= room else ".." + config_name[2 - room :])

@@ -4,6 +4,7 @@ as bars, and the training processes the probes found there; then each store
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,18 @@ from textual.widgets import Static
 from dflash_tui.monitor.views import HostView, RunView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.panes.base import PaneMixin
+
+FRESH_PROBE_S = 10  # a probe younger than this reads "<10s ago": it is current
+
+
+def probe_age(age_s: float) -> str:
+    """How old a host's last probe is. A current one reads `<10s`, so the pane is not
+    repainted for an age that only moved from 0s to 2s between two probes; a late
+    probe counts up in seconds as before."""
+    return f"<{FRESH_PROBE_S}s" if age_s < FRESH_PROBE_S else fmt.short_duration(age_s)
+
+
+GPU_REPAINT_S = 10.0  # GPU bars alone move at most this often (they jitter every probe)
 
 
 def gpu_name(name: str) -> str:
@@ -39,6 +52,10 @@ class HostsPane(PaneMixin, VerticalScroll):
         self._now = 0.0
         self._width = 0
         self._lines = 0  # lines of the last draw
+        self._shown: tuple[str, list[Any]] = ("", [])  # text and spans of the last draw
+        self._drawn_at = 0.0  # monotonic time of the last repaint
+        self._rest = ""  # the last repaint's text less its GPU lines
+        self._gpu_lines: list[tuple[int, int]] = []  # where this draw's GPU lines are
 
     def compose(self) -> ComposeResult:
         yield Static("", id="hosts-body")
@@ -66,6 +83,7 @@ class HostsPane(PaneMixin, VerticalScroll):
         width = max(40, self.scrollable_content_region.width or 80)
         bar_w = 20 if width >= 110 else 10
         out = Text(no_wrap=True, overflow="ellipsis")
+        self._gpu_lines = []
         if not self._hosts and not self._stores:
             out.append("No hosts in the config.", self._style("dim"))
         for i, host in enumerate(self._hosts):
@@ -78,6 +96,17 @@ class HostsPane(PaneMixin, VerticalScroll):
         # A new height needs a layout pass; the same number of lines only a repaint
         # (a layout pass of the whole screen every probe cycle: 15% of an idle console).
         lines = out.plain.count("\n") + 1
+        plain = out.plain
+        shown = (plain, list(out.spans))
+        if shown == self._shown:
+            return  # nothing a reader could see changed: no repaint
+        # The text less its GPU lines: what must show at once when it changes.
+        cuts = [0, *(i for span in self._gpu_lines for i in span), len(plain)]
+        rest = "".join(plain[cuts[i] : cuts[i + 1]] for i in range(0, len(cuts), 2))
+        now = time.monotonic()
+        if self._shown[0] and rest == self._rest and now - self._drawn_at < GPU_REPAINT_S:
+            return  # only GPU numbers moved: they are shown again on a later probe
+        self._shown, self._rest, self._drawn_at = shown, rest, now
         self.query_one("#hosts-body", Static).update(out, layout=lines != self._lines)
         self._lines = lines
 
@@ -97,7 +126,7 @@ class HostsPane(PaneMixin, VerticalScroll):
         )
         if store.probed_at:
             age = max(0.0, self._now - store.probed_at)
-            out.append(f"  probed {fmt.short_duration(age)} ago", self._style("dim"))
+            out.append(f"  probed {probe_age(age)} ago", self._style("dim"))
         out.append("\n")
         if store.error:
             out.append("  " + fmt.clip(store.error, width - 2) + "\n", self._style("down"))
@@ -117,7 +146,7 @@ class HostsPane(PaneMixin, VerticalScroll):
             out.append(f"  via {host.via}", self._style("dim"))
         age = None if host.probed_at is None else self._now - host.probed_at
         if age is not None:
-            out.append(f"  probed {fmt.short_duration(age)} ago", self._style("dim"))
+            out.append(f"  probed {probe_age(age)} ago", self._style("dim"))
         out.append("\n")
         if host.error:
             out.append("  " + fmt.clip(host.error, width - 2) + "\n", self._style("down"))
@@ -128,6 +157,7 @@ class HostsPane(PaneMixin, VerticalScroll):
         elif host.has_nvidia_smi is False:
             out.append("  no GPUs (no nvidia-smi)\n", self._style("dim"))
         for gpu in host.gpus:
+            start = len(out)
             util = None if gpu.util_pct is None else gpu.util_pct / 100
             mem = (
                 None
@@ -141,6 +171,7 @@ class HostsPane(PaneMixin, VerticalScroll):
             out.append(f" {fmt.percent(util):>4}  mem ")
             out.append(fmt.bar(mem, bar_w), self._style("up"))
             out.append(f" {used}/{total} GiB\n")
+            self._gpu_lines.append((start, len(out)))
         for run in self._runs:
             if run.host != host.name:
                 continue

@@ -175,6 +175,7 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
         self._strips: dict[str, Strip] = {}
         self._header: Strip | None = None
         self._shown: dict[str, tuple[tuple[object, ...], Strip]] = {}  # final line per row
+        self._ages: tuple[tuple[str, bool], ...] = ()  # the age column at the last draw
         self.row_renders = 0  # rows rendered to strips (tests and the bench read it)
         self.tooltip = TAU_LEGEND
 
@@ -220,9 +221,12 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
         self.redraw()
 
     def tick(self, now: float) -> None:
-        """Ages moved on; redraw from the stored views."""
+        """Ages moved on: redraw from the stored views, if an age as written changed (the
+        only cell that depends on the clock; an old age changes once a minute)."""
         self._now = now
-        self.redraw()
+        ages = tuple(self._age(view) for view in self._views)
+        if ages != self._ages:
+            self.redraw()
 
     @property
     def row_count(self) -> int:
@@ -257,6 +261,7 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
                 self.cursor_row = names.index(self._selected)
             self.cursor_row = min(self.cursor_row, max(0, len(names) - 1))
         changed = False
+        self._ages = tuple(self._age(view) for view in self._views)
         for view in self._views:
             cells = self._row(view)
             text = Text(no_wrap=True, end="")
@@ -389,11 +394,15 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
             elif key == "reason":
                 cells.append(self._pad(col, view.state_reason or "", self._style("dim")))
             elif key == "age":
-                age = view.age_s(self._now)
-                stale = age is not None and age > view.stall_after_s
-                text = fmt.duration(age) if self.wide else fmt.short_duration(age)
+                text, stale = self._age(view)
                 cells.append(self._pad(col, text, self._style("stalled") if stale else ""))
         return tuple(cells)
+
+    def _age(self, view: RunView) -> tuple[str, bool]:
+        """The log's age as the age column writes it, and whether it is past stalling."""
+        age = view.age_s(self._now)
+        stale = age is not None and age > view.stall_after_s
+        return (fmt.duration(age) if self.wide else fmt.short_duration(age)), stale
 
     # ------------------------------------------------------------------ the cursor
 

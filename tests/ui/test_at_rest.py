@@ -1,0 +1,146 @@
+"""The console at rest repaints only what a reader could see change (issue 16).
+
+Ages are written at the resolution a reader uses (seconds stop counting at ten
+minutes), the header's refresh clock to the minute, GPU numbers that only
+jitter at most every GPU_REPAINT_S; and the keyboard thread sleeps while
+nobody types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import threading
+import time
+import tty
+
+from textual import events
+from textual.widgets import Static
+
+from dflash_tui.monitor.gpu import GpuInfo
+from dflash_tui.monitor.liveness import format_duration
+from dflash_tui.ui import format as fmt
+from dflash_tui.ui.input_driver import TICK_FOR_S, QuietInputDriver
+from dflash_tui.ui.panes.header import HeaderBar
+from dflash_tui.ui.panes.hosts import GPU_REPAINT_S, HostsPane
+from dflash_tui.ui.panes.runs import RunsTable
+from tests.ui.fixture_session import NOW, FixtureSession
+
+
+def test_ages_drop_their_seconds_at_ten_minutes() -> None:
+    cases = {5: "5s", 65: "1m05s", 599: "9m59s", 600: "10m", 1507: "25m", 3599: "59m",
+             3600: "1h00m", 7300: "2h01m", 90000: "1d01h"}  # fmt: skip
+    assert {s: fmt.duration(s) for s in cases} == cases
+    assert {s: format_duration(s) for s in cases} == cases  # the core's reasons say the same
+
+
+async def test_a_tick_that_moves_no_written_age_repaints_no_row(make_app) -> None:
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one(RunsTable)
+        app._tick()
+        await pilot.pause()
+        renders = table.row_renders
+        young = [v.name for v in session.runs() if (v.age_s(NOW) or 0) < 600]
+        assert young and len(young) < len(session.runs())
+        session.clock_value = NOW + 2  # two seconds on: only ages under ten minutes move
+        app._tick()
+        await pilot.pause()
+        assert table.row_renders == renders + len(young)
+        renders = table.row_renders
+        session.clock_value = NOW + 62  # a minute on: the ages written change
+        app._tick()
+        await pilot.pause()
+        assert table.row_renders > renders
+
+
+async def test_the_header_clock_moves_by_the_minute(make_app) -> None:
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        header = app.screen.query_one(HeaderBar)
+        text = str(header.render())
+        assert " 15:06  " in text and "15:06:39" not in text
+
+
+async def test_gpu_jitter_waits_but_a_host_going_down_shows_at_once(make_app) -> None:
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        pane = app.screen.query_one(HostsPane)
+        body = pane.query_one("#hosts-body", Static)
+
+        def shown() -> str:
+            return str(body.render())
+
+        assert " 88%" in shown()
+        trainbox = session._hosts["trainbox"]
+        jittered = tuple(dataclasses.replace(g, util_pct=g.util_pct - 5) for g in trainbox.gpus)
+        session._hosts["trainbox"] = dataclasses.replace(trainbox, gpus=jittered)
+        app.fill_hosts()
+        await pilot.pause()
+        assert " 88%" in shown() and " 83%" not in shown()  # only GPU numbers: later
+        pane._drawn_at -= GPU_REPAINT_S  # as if the interval had passed
+        app.fill_hosts()
+        await pilot.pause()
+        assert " 83%" in shown()
+        evalbox = session._hosts["evalbox"]
+        idle = (GpuInfo(0, "NVIDIA H100 80GB HBM3", 50.0, 4.0, 81559.0),)
+        session._hosts["evalbox"] = dataclasses.replace(evalbox, gpus=idle)
+        app.fill_hosts()
+        await pilot.pause()
+        assert " 50%" not in shown()  # jitter again, too soon
+        session._hosts["evalbox"] = dataclasses.replace(
+            evalbox, gpus=idle, reachable=False, error="connection refused"
+        )
+        app.fill_hosts()
+        await pilot.pause()
+        assert "DOWN" in shown() and "connection refused" in shown()  # at once
+
+
+class _Driver(QuietInputDriver):
+    """The real driver on a pseudo-terminal, its events collected instead of posted."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(object(), debug=False, mouse=False, size=(80, 24))  # type: ignore[arg-type]
+        self.fileno = fd
+        self.got: list[events.Event] = []
+
+    def process_message(self, message: object) -> None:
+        self.got.append(message)  # type: ignore[arg-type]
+
+
+async def test_the_input_thread_sleeps_while_nobody_types() -> None:
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTSTP, signal.SIGCONT)}
+    master, slave = os.openpty()
+    tty.setraw(slave)  # as a console's terminal is: every byte readable at once
+    driver = _Driver(slave)
+    try:
+        thread = threading.Thread(target=driver.run_input_thread, daemon=True)
+        driver._key_thread = thread
+        thread.start()
+        os.write(master, b"a")
+        await asyncio.sleep(0.3)
+        assert [e.key for e in driver.got if isinstance(e, events.Key)] == ["a"]
+        os.write(master, b"\x1b")  # a lone ESC: only the escape delay tells it is a key
+        await asyncio.sleep(0.5)
+        assert [e.key for e in driver.got if isinstance(e, events.Key)] == ["a", "escape"]
+        await asyncio.sleep(TICK_FOR_S + 0.2)
+        idle_from = driver.input_wakeups
+        await asyncio.sleep(1.5)
+        assert driver.input_wakeups - idle_from <= 1  # Textual's thread: 15 in 1.5 s
+        began = time.monotonic()
+        driver.disable_input()  # wakes the sleeping thread and joins it
+        assert not thread.is_alive() and time.monotonic() - began < 1.0
+    finally:
+        driver.close()
+        os.close(master)
+        os.close(slave)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
