@@ -259,3 +259,39 @@ def test_the_log_on_screen_gathers_for_under_half_a_beat_and_the_others_for_refr
     monitor.set_live(["shown"])
     assert monitor._gather_for("shown") == 0.4
     assert monitor._gather_for("other") == 2.0
+
+
+async def test_a_probe_that_changes_nothing_shown_changes_no_run(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    """Quiet runs: the host is probed every refresh_s, but a run's view (and the console's
+    repaint of it) changes only when something written about it does (issue 16)."""
+    tag = uuid.uuid4().hex[:8]
+    log = tmp_path / "quiet.log"
+    log.write_text("step 10 loss 1.0 acc 0.40\n")
+    eleven_minutes_ago = time.time() - 660
+    os.utime(log, (eleven_minutes_ago, eleven_minutes_ago))
+    extra = _runs_toml([{"name": "r", "host": "a", "log": str(log), "process": f"sleeper-{tag}"}])
+    config = load_config(write_config({"a": sshd}, extra=extra, refresh_s=0.3))
+    trainer = None
+    try:
+        async with HostPool(config) as pool:
+            monitor = Monitor(config, pool)
+            await monitor.start()
+            try:
+                assert await monitor.wait_for(lambda m: m.run_view("r").state == RunState.DEAD, 15)
+                assert "log quiet for 11m;" in monitor.run_view("r").state_reason
+                run_seq, host_seq = monitor.run_view("r").seq, monitor.host_view("a").seq
+                assert await monitor.wait_for(lambda m: m.host_view("a").seq >= host_seq + 4, 10)
+                assert monitor.run_view("r").seq == run_seq  # probed four times, nothing new
+                trainer = subprocess.Popen(
+                    [sys.executable, "-c", "import time; time.sleep(60)", f"sleeper-{tag}"]
+                )
+                assert await monitor.wait_for(lambda m: m.run_view("r").processes != (), 10)
+                assert monitor.run_view("r").state == RunState.STALLED
+                assert monitor.run_view("r").seq > run_seq
+            finally:
+                await monitor.stop()
+    finally:
+        if trainer is not None:
+            trainer.kill()
