@@ -20,7 +20,7 @@ from textual import events
 from textual.widgets import Static
 
 from dflash_tui.monitor.gpu import GpuInfo
-from dflash_tui.monitor.liveness import format_duration
+from dflash_tui.monitor.liveness import format_duration, format_uptime
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.input_driver import TICK_FOR_S, QuietInputDriver
 from dflash_tui.ui.panes.header import HeaderBar
@@ -34,6 +34,9 @@ def test_ages_drop_their_seconds_at_ten_minutes() -> None:
              3600: "1h00m", 7300: "2h01m", 90000: "1d01h"}  # fmt: skip
     assert {s: fmt.duration(s) for s in cases} == cases
     assert {s: format_duration(s) for s in cases} == cases  # the core's reasons say the same
+    uptimes = {5: "5s", 65: "1m", 599: "9m", 3599: "59m", 7300: "2h01m"}
+    assert {s: format_uptime(s) for s in uptimes} == uptimes  # a process's age: by the minute
+    assert {s: fmt.uptime(s) for s in uptimes} == uptimes
 
 
 async def test_a_tick_that_moves_no_written_age_repaints_no_row(make_app) -> None:

@@ -338,6 +338,18 @@ def format_duration(seconds: float | None) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+def format_uptime(seconds: float | None) -> str:
+    """How long a process has run: `42s`, then whole minutes (`5m`, `2h07m`, `3d04h`).
+
+    Read to tell whether a trainer restarted, for which the minute is enough; in
+    seconds it changed every run's reason at every probe for a process's first ten
+    minutes, and with it every row of the console.
+    """
+    if seconds is None or not 60 <= seconds < 3600:
+        return format_duration(seconds)
+    return f"{int(seconds) // 60}m"
+
+
 def judge(
     *,
     host: str,
@@ -380,7 +392,7 @@ def judge(
         return RunState.DEAD, reason
     first = probe.processes[0]
     who = f"pid {first.pid}" if len(probe.processes) == 1 else f"{len(probe.processes)} processes"
-    up = f"{who} up {format_duration(first.elapsed_s)}"
+    up = f"{who} up {format_uptime(first.elapsed_s)}"
     if probe.log is None:
         return RunState.STALLED, f"{up} but the log {log_path} is missing ({probe.log_error})"
     if stale:

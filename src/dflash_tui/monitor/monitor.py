@@ -23,7 +23,7 @@ from dflash_tui.monitor.liveness import (
     ProbeTarget,
     RunProbe,
     RunState,
-    format_duration,
+    format_uptime,
     judge,
     parse_probe,
     probe_argv,
@@ -144,7 +144,7 @@ class _Run:
         probe = self.probe
         if probe is None:
             return (reachable, self.state, self.reason)
-        processes = tuple((p.pid, p.command, format_duration(p.elapsed_s)) for p in probe.processes)
+        processes = tuple((p.pid, p.command, format_uptime(p.elapsed_s)) for p in probe.processes)
         return (reachable, self.state, self.reason, probe.log, probe.log_error,
                 probe.pattern_error, processes)  # fmt: skip
 

@@ -11,7 +11,7 @@ import math
 import time
 
 from dflash_tui.monitor.history import Trend
-from dflash_tui.monitor.liveness import SECONDS_SHOWN_BELOW_S
+from dflash_tui.monitor.liveness import SECONDS_SHOWN_BELOW_S, format_uptime
 
 DASH = "-"
 UP, DOWN, FLAT = "↑", "↓", "→"
@@ -38,6 +38,11 @@ def duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def uptime(seconds: float | None) -> str:
+    """A process's age: seconds for its first minute, then minutes (as the core's reasons)."""
+    return DASH if missing(seconds) else format_uptime(seconds)
 
 
 def short_duration(seconds: float | None) -> str:

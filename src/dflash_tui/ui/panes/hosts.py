@@ -181,7 +181,7 @@ class HostsPane(PaneMixin, VerticalScroll):
                     out.append(f" matching {run.process_pattern!r}\n", self._style("dim"))
                 continue
             for proc in run.processes:
-                head = f"  {run.name}: pid {proc.pid} up {fmt.duration(proc.elapsed_s)}  "
+                head = f"  {run.name}: pid {proc.pid} up {fmt.uptime(proc.elapsed_s)}  "
                 out.append(head)
                 out.append(
                     fmt.clip(proc.command, max(10, width - len(head))) + "\n", self._style("dim")

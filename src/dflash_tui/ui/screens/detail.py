@@ -88,7 +88,7 @@ def detail_text(view: RunView, now: float) -> Text:
     if not view.processes:
         out.append("  none found\n", "dim")
     for proc in view.processes:
-        out.append(f"  pid {proc.pid}  up {fmt.duration(proc.elapsed_s)}  {proc.command}\n")
+        out.append(f"  pid {proc.pid}  up {fmt.uptime(proc.elapsed_s)}  {proc.command}\n")
     out.append("\n")
     out.append(
         f"{'Log':<11}{view.log}  {fmt.size(view.log_size_bytes)}"
