@@ -147,3 +147,27 @@ async def test_the_input_thread_sleeps_while_nobody_types() -> None:
         os.close(slave)
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+
+
+async def test_the_beat_leaves_plot_captions_to_the_views_flush(make_app) -> None:
+    """A plot owed a redraw waits for its interval; the beat meanwhile changes nothing
+    (the captions follow the views every refresh_s, not every beat)."""
+    from dflash_tui.ui.panes.plots import DATA_INTERVAL_S, PlotsPane
+    from tests.ui.test_updates import grown
+
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        plots = app.screen.query_one(PlotsPane)
+        caption = plots.query_one("#chart-loss .caption", Static)
+        plots._last_draw = time.monotonic()
+        series = grown(session.run("slammed5").series, 3130)
+        plots.update_series("slammed5", series)  # what a views flush does
+        assert plots.owed and "loss  1.2" in str(caption.render())
+        plots._series = dataclasses.replace(series, loss=(*series.loss[:-1], 0.1234))
+        plots.draw_if_owed()  # a beat before the interval has passed
+        assert "0.1234" not in str(caption.render()) and plots.plot_draws == 1
+        plots._last_draw -= DATA_INTERVAL_S
+        plots.draw_if_owed()
+        assert "loss  0.1234" in str(caption.render()) and plots.plot_draws == 2

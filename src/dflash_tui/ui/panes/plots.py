@@ -6,7 +6,7 @@ another run or a new size (at most once a second), and for new points of the
 same run at most every DATA_INTERVAL_S (a plotext redraw of three charts costs
 about 40 ms on a small VM, and a loss curve over thousands of steps gains about
 a column in that time). The captions (latest value and EMA) follow every
-update: a one-line text, drawn even while the canvas waits. A redraw that has
+update of the views: a one-line text, drawn even while the canvas waits. A redraw that has
 to wait is owed: the
 App's beat calls `draw_if_owed`, so it lands in the frame of the beat's other
 changes, not in one of its own. The series come from the monitor (which
@@ -140,6 +140,7 @@ class PlotsPane(PaneMixin, Container):
         self._drawn: tuple[object, ...] | None = None
         self._last_draw = -1e9
         self.owed = False  # a draw had to wait for its interval; the App's beat pays it
+        self._interval = 0.0  # the owed draw waits this long after the last
         self.plot_draws = 0  # plotext redraws done (tests and the bench read it)
 
     def compose(self) -> ComposeResult:
@@ -161,6 +162,7 @@ class PlotsPane(PaneMixin, Container):
             return
         same_view = self._drawn is not None and key[0::2] == self._drawn[0::2]
         interval = DATA_INTERVAL_S if same_view else MIN_INTERVAL_S
+        self._interval = interval
         wait = self._last_draw + interval - time.monotonic()
         if wait > 0:
             self.owed = True
@@ -262,6 +264,10 @@ class PlotsPane(PaneMixin, Container):
             view.query_one(".caption", Static).update(text, layout=False)
 
     def draw_if_owed(self) -> None:
-        """Draw a deferred redraw once its interval has passed (the App's beat calls it)."""
-        if self.owed:
+        """Draw a deferred redraw once its interval has passed (the App's beat calls it).
+
+        Not before: the captions follow the views (every refresh_s), not every beat;
+        on the beat they changed three one-line widgets every second for a value the
+        runs table shows at its own pace."""
+        if self.owed and time.monotonic() >= self._last_draw + self._interval:
             self.redraw()
