@@ -111,6 +111,7 @@ class DflashApp(App[int]):
         self._unsubscribe = None
         self._stopping = False
         self._main_ready = False  # the main screen is composed (False while it recomposes)
+        self._panes_of: dict[int, tuple[Screen, list[LogPane]]] = {}  # _log_panes, per screen
 
     # ------------------------------------------------------------------ setup
 
@@ -292,10 +293,22 @@ class DflashApp(App[int]):
                     pane.append(lines)
 
     def _log_panes(self) -> list[LogPane]:
+        """The log panes of the screens in the stack (asked every beat with new lines:
+        found once per screen, not by walking its whole DOM each time)."""
         panes: list[LogPane] = []
         for screen in self.screen_stack:
             if isinstance(screen, (MainScreen, LogScreen)):
-                panes.extend(screen.query(LogPane))
+                found = self._panes_of.get(id(screen))
+                if (
+                    found is None
+                    or found[0] is not screen
+                    or not all(p.is_attached and p.screen is screen for p in found[1])
+                ):
+                    found = self._panes_of[id(screen)] = (screen, list(screen.query(LogPane)))
+                panes.extend(found[1])
+        if len(self._panes_of) > len(self.screen_stack):  # screens closed since: forget them
+            alive = {id(s) for s in self.screen_stack}
+            self._panes_of = {k: v for k, v in self._panes_of.items() if k in alive}
         return panes
 
     def fill_all(self) -> None:

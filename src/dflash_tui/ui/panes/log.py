@@ -57,9 +57,17 @@ class LogLines(Log):
             self._update_maximum_width(updates, width)
 
     def _prune_max_lines(self) -> None:
-        if self.max_lines is not None:
-            self._pruned += max(0, len(self._lines) - self.max_lines)
-        super()._prune_max_lines()
+        """Drop the oldest lines past `max_lines`. Log re-keys its whole cache of line
+        strips (a thousand entries: a tenth of a busy console's CPU, on every append
+        once the log is full); here the cache is only cleared, since the rows on
+        screen are kept under their line's number in `_rows` and pruning moves none."""
+        if self.max_lines is None:
+            return
+        remove = len(self._lines) - self.max_lines
+        if remove > 0:
+            self._pruned += remove
+            self._render_line_cache.clear()
+            del self._lines[:remove]
 
     def clear(self) -> Self:
         self._rows.clear()
