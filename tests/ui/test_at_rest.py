@@ -16,6 +16,7 @@ import threading
 import time
 import tty
 
+from rich.style import Style
 from textual import events
 from textual.widgets import Static
 
@@ -105,6 +106,14 @@ async def test_gpu_jitter_waits_but_a_host_going_down_shows_at_once(make_app) ->
         app.fill_hosts()
         await pilot.pause()
         assert "DOWN" in shown() and "connection refused" in shown()  # at once
+        session._hosts["trainbox"] = dataclasses.replace(trainbox, gpus=trainbox.gpus)
+        app.fill_hosts()  # GPU numbers back, too soon again: still the jittered ones
+        await pilot.pause()
+        assert " 83%" in shown()
+        pane._style = lambda name: Style(color="red")  # a new theme's colours
+        app.fill_hosts()
+        await pilot.pause()
+        assert " 88%" in shown()  # a new look is not jitter: shown at once, GPUs and all
 
 
 class _Driver(QuietInputDriver):

@@ -54,7 +54,7 @@ class HostsPane(PaneMixin, VerticalScroll):
         self._lines = 0  # lines of the last draw
         self._shown: tuple[str, list[Any]] = ("", [])  # text and spans of the last draw
         self._drawn_at = 0.0  # monotonic time of the last repaint
-        self._rest = ""  # the last repaint's text less its GPU lines
+        self._rest: tuple[str, set[str]] = ("", set())  # last repaint: text less GPU lines, styles
         self._gpu_lines: list[tuple[int, int]] = []  # where this draw's GPU lines are
 
     def compose(self) -> ComposeResult:
@@ -102,7 +102,10 @@ class HostsPane(PaneMixin, VerticalScroll):
             return  # nothing a reader could see changed: no repaint
         # The text less its GPU lines: what must show at once when it changes.
         cuts = [0, *(i for span in self._gpu_lines for i in span), len(plain)]
-        rest = "".join(plain[cuts[i] : cuts[i + 1]] for i in range(0, len(cuts), 2))
+        rest = (
+            "".join(plain[cuts[i] : cuts[i + 1]] for i in range(0, len(cuts), 2)),
+            {str(span.style) for span in shown[1]},  # a new theme shows at once too
+        )
         now = time.monotonic()
         if self._shown[0] and rest == self._rest and now - self._drawn_at < GPU_REPAINT_S:
             return  # only GPU numbers moved: they are shown again on a later probe
