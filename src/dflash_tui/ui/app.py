@@ -230,9 +230,13 @@ class DflashApp(App[int]):
             else:
                 if self._lines_due:
                     self._flush_lines()
-                if now - self._ticked_at >= refresh_s - BEAT_S / 2:
+                if self._tick_due(now):
                     self._tick()
             self.main.query_one(PlotsPane).draw_if_owed()
+
+    def _tick_due(self, now: float) -> bool:
+        """Ages were last drawn a `refresh_s` ago (half a beat of slack, as the views)."""
+        return now - self._ticked_at >= self.config.console.refresh_s - BEAT_S / 2
 
     # ------------------------------------------------------------------ filling panes
 
@@ -252,7 +256,7 @@ class DflashApp(App[int]):
             if dirty:
                 self._ticked_at = self._views_at  # the rows are drawn with this moment's ages
                 self.fill_runs()
-            elif self._views_at - self._ticked_at >= self.config.console.refresh_s - BEAT_S / 2:
+            elif self._tick_due(self._views_at):
                 self._tick()  # a probe that changed no run: the ages still move on
             if dirty or hosts_dirty:
                 self.fill_header()

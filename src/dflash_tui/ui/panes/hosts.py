@@ -95,8 +95,8 @@ class HostsPane(PaneMixin, VerticalScroll):
             self._store_lines(out, store, width)
         # A new height needs a layout pass; the same number of lines only a repaint
         # (a layout pass of the whole screen every probe cycle: 15% of an idle console).
-        lines = out.plain.count("\n") + 1
         plain = out.plain
+        lines = plain.count("\n") + 1
         shown = (plain, list(out.spans))
         if shown == self._shown:
             return  # nothing a reader could see changed: no repaint
