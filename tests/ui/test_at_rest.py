@@ -78,10 +78,9 @@ async def test_gpu_jitter_waits_but_a_host_going_down_shows_at_once(make_app) ->
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         pane = app.screen.query_one(HostsPane)
-        body = pane.query_one("#hosts-body", Static)
 
         def shown() -> str:
-            return str(body.render())
+            return pane.shown_text
 
         assert " 88%" in shown()
         trainbox = session._hosts["trainbox"]
@@ -114,6 +113,32 @@ async def test_gpu_jitter_waits_but_a_host_going_down_shows_at_once(make_app) ->
         app.fill_hosts()
         await pilot.pause()
         assert " 88%" in shown()  # a new look is not jitter: shown at once, GPUs and all
+
+
+async def test_gpu_numbers_shown_again_repaint_only_their_own_lines(make_app) -> None:
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("4")  # the hosts pane
+        await pilot.pause()
+        pane = app.screen.query_one(HostsPane)
+        lines = pane.shown_text.splitlines()
+        trainbox = session._hosts["trainbox"]
+        assert len(trainbox.gpus) >= 2 and len(lines) > 2 * len(trainbox.gpus)
+        before, renders = lines, pane.line_renders
+        assert 0 < renders < len(lines)  # the lines on screen were rendered, once
+        moved = (dataclasses.replace(trainbox.gpus[0], util_pct=trainbox.gpus[0].util_pct - 5),)
+        session._hosts["trainbox"] = dataclasses.replace(trainbox, gpus=moved + trainbox.gpus[1:])
+        pane._drawn_at -= GPU_REPAINT_S  # the interval has passed: shown now
+        app.fill_hosts()
+        await pilot.pause()
+        after = pane.shown_text.splitlines()
+        changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+        assert len(changed) == 1 and " 83%" in after[changed[0]]
+        assert pane.line_renders == renders + 1  # that line, not the pane
+        await pilot.press("end")  # scrolled, the lines kept are the same lines
+        await pilot.pause()
+        assert pane.shown_text.splitlines() == after
 
 
 class _Driver(QuietInputDriver):

@@ -3,7 +3,7 @@ offers and completes `STORE:path`."""
 
 from __future__ import annotations
 
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from dflash_tui.transfer.s3.probe import StoreCheck
 from dflash_tui.ui.panes.hosts import HostsPane
@@ -42,7 +42,7 @@ async def test_the_hosts_pane_lists_stores_with_reachability_and_latency(make_ap
         await pilot.press("4")  # the hosts pane
         await pilot.pause()
         pane = app.screen.query_one(HostsPane)
-        text = str(pane.query_one("#hosts-body", Static).content)
+        text = pane.shown_text
         backup = next(line for line in text.splitlines() if line.startswith("backup"))
         assert "up" in backup and "12.5 ms" in backup and "s3://train-dflash/drafters" in backup
         assert "store at http://127.0.0.1:9000" in backup

@@ -15,8 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual import events
 from textual.message import Message
+
+
+def same_text(a: Text, b: Text) -> bool:
+    """Rich's Text equality ignores the base style; a colour change must count (panes
+    that keep rendered lines compare a line's new text with the old this way)."""
+    return a.plain == b.plain and a.style == b.style and a.spans == b.spans
 
 
 class PaneMixin:

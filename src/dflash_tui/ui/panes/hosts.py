@@ -11,13 +11,13 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from dflash_tui.monitor.views import HostView, RunView
 from dflash_tui.ui import format as fmt
-from dflash_tui.ui.panes.base import PaneMixin
+from dflash_tui.ui.panes.base import PaneMixin, same_text
 
 FRESH_PROBE_S = 10  # a probe younger than this reads "<10s ago": it is current
 
@@ -36,13 +36,18 @@ def gpu_name(name: str) -> str:
     return name.removeprefix("NVIDIA ").strip()
 
 
-class HostsPane(PaneMixin, VerticalScroll):
-    """`update_hosts` stores hosts and runs; `draw` writes one text block."""
+class HostsPane(PaneMixin, ScrollView, can_focus=True):
+    """`update_hosts` stores hosts and runs; `draw` writes the lines and repaints only
+    the ones that changed.
+
+    A line-API pane: each line is rendered to a Strip once and again only when
+    its text changed. The GPU lines of a busy host move every probe; re-rendering
+    the whole pane for them was most of a quiet console's cost (issue 16).
+    """
 
     pane_name = "hosts"
-    can_focus = True
     COMPONENT_CLASSES = {"hosts--up", "hosts--down", "hosts--unknown", "hosts--dim", "hosts--name"}
-    DEFAULT_CSS = "HostsPane > #hosts-body { width: 1fr; height: auto; }"
+    DEFAULT_CSS = "HostsPane { overflow-x: hidden; overflow-y: auto; }"
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -51,14 +56,18 @@ class HostsPane(PaneMixin, VerticalScroll):
         self._stores: tuple[Any, ...] = ()  # transfer.s3.probe.StoreCheck
         self._now = 0.0
         self._width = 0
-        self._lines = 0  # lines of the last draw
         self._shown: tuple[str, list[Any]] = ("", [])  # text and spans of the last draw
         self._drawn_at = 0.0  # monotonic time of the last repaint
         self._rest: tuple[str, set[str]] = ("", set())  # last repaint: text less GPU lines, styles
         self._gpu_lines: list[tuple[int, int]] = []  # where this draw's GPU lines are
+        self._lines: list[Text] = []  # the lines shown
+        self._strips: dict[int, tuple[int, Strip]] = {}  # line number: (width, rendered line)
+        self.line_renders = 0  # lines rendered to strips (tests read it)
 
-    def compose(self) -> ComposeResult:
-        yield Static("", id="hosts-body")
+    @property
+    def shown_text(self) -> str:
+        """The pane's text as it is shown now (for tests and people reading the code)."""
+        return "\n".join(line.plain for line in self._lines)
 
     def update_hosts(
         self,
@@ -73,7 +82,12 @@ class HostsPane(PaneMixin, VerticalScroll):
 
     def on_resize(self, event: events.Resize) -> None:
         if event.size.width != self._width:
+            self._strips.clear()  # lines are cut to the width
             self.redraw()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"hosts--{name}", partial=True)
@@ -93,10 +107,7 @@ class HostsPane(PaneMixin, VerticalScroll):
         for store in self._stores:
             out.append("\n")
             self._store_lines(out, store, width)
-        # A new height needs a layout pass; the same number of lines only a repaint
-        # (a layout pass of the whole screen every probe cycle: 15% of an idle console).
         plain = out.plain
-        lines = plain.count("\n") + 1
         shown = (plain, list(out.spans))
         if shown == self._shown:
             return  # nothing a reader could see changed: no repaint
@@ -110,8 +121,37 @@ class HostsPane(PaneMixin, VerticalScroll):
         if self._shown[0] and rest == self._rest and now - self._drawn_at < GPU_REPAINT_S:
             return  # only GPU numbers moved: they are shown again on a later probe
         self._shown, self._rest, self._drawn_at = shown, rest, now
-        self.query_one("#hosts-body", Static).update(out, layout=lines != self._lines)
+        self._show_lines(list(out.split("\n", allow_blank=True)))
+
+    def _show_lines(self, lines: list[Text]) -> None:
+        """Keep the lines that did not change; repaint those that did. A new number of
+        lines needs a layout pass (the scrollbar may come or go); the same number
+        only a repaint of the changed lines."""
+        old = self._lines
         self._lines = lines
+        if len(lines) != len(old):
+            self._strips.clear()
+            self.virtual_size = Size(0, len(lines))
+            self.refresh()
+            return
+        for y, (was, now) in enumerate(zip(old, lines, strict=True)):
+            if not same_text(was, now):
+                self._strips.pop(y, None)
+                self.refresh_line(y)
+
+    def render_line(self, y: int) -> Strip:
+        base = self.rich_style
+        width = self.scrollable_content_region.width
+        index = self.scroll_offset.y + y
+        if index >= len(self._lines):
+            return Strip.blank(width, base)
+        cached = self._strips.get(index)
+        if cached is None or cached[0] != width:  # a scrollbar came or went: cut again
+            self.line_renders += 1
+            line = self._lines[index].copy()
+            line.truncate(width, overflow="ellipsis")
+            cached = self._strips[index] = (width, Strip(line.render(self.app.console)))
+        return cached[1].crop_extend(0, width, base).apply_style(base)
 
     def _store_lines(self, out: Text, store: Any, width: int) -> None:
         if store.reachable is None:

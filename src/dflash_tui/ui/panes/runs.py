@@ -36,7 +36,7 @@ from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import RunView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.actions import binding_for
-from dflash_tui.ui.panes.base import PaneMixin
+from dflash_tui.ui.panes.base import PaneMixin, same_text
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,6 @@ TAU_LEGEND = (
 def tau_marker(method: str) -> str:
     """The one-character basis of a tau estimate (`dflash_tui.tau.TauEstimate.method`)."""
     return TAU_MARKERS.get(method, "")
-
-
-def _same(a: Text, b: Text) -> bool:
-    """Rich's Text equality ignores the base style; a colour change must count."""
-    return a.plain == b.plain and a.style == b.style and a.spans == b.spans
 
 
 def state_label(view: RunView, wide: bool) -> tuple[str, str]:
@@ -268,7 +263,7 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
             for cell in cells:
                 text.append_text(cell)
             old = self._texts.get(view.name)
-            if old is not None and _same(old, text):
+            if old is not None and same_text(old, text):
                 continue
             self._texts[view.name] = text
             self._cells[view.name] = cells
