@@ -18,6 +18,7 @@ from dflash_tui.monitor import (
     RunState,
     RunStateChanged,
 )
+from dflash_tui.monitor.monitor import next_tick_in
 from dflash_tui.remote import HostPool
 from tests.testbed import SshdHost
 
@@ -295,3 +296,18 @@ async def test_a_probe_that_changes_nothing_shown_changes_no_run(
     finally:
         if trainer is not None:
             trainer.kill()
+
+
+def test_every_host_probes_on_the_same_ticks() -> None:
+    """Probe loops wait for the next multiple of refresh_s, so hosts whose probes began
+    at different moments (or took different times) wake together next time."""
+
+    def wakes_at(began: float) -> float:
+        return time.monotonic() + next_tick_in(2.0, began)
+
+    base = (time.monotonic() // 2.0) * 2.0  # the last tick
+    assert abs(wakes_at(base + 0.01) - (base + 2.0)) < 0.05
+    assert abs(wakes_at(base + 0.4) - (base + 2.0)) < 0.05
+    # A probe asked for out of turn just before a tick skips that tick: no two probes
+    # of a host within half a period.
+    assert abs(wakes_at(base + 1.9) - (base + 4.0)) < 0.05

@@ -310,3 +310,51 @@ async def test_a_quiet_log_sends_a_heartbeat_every_few_seconds_not_every_two(
             assert tail.connects == 1
         finally:
             await got.close()
+
+
+async def test_quiet_logs_of_a_host_beat_at_the_same_moment(
+    sshd: SshdHost, write_config, tmp_path, monkeypatch
+) -> None:
+    """Each heartbeat wakes the console. Ten quiet logs beating each at its own phase
+    woke it ten times per beat; at the multiples of `heartbeat_s` on the host's clock
+    they come together. Two tails started a second apart (half a 2 s beat) agree on
+    the phase of their beats."""
+    from dflash_tui.monitor import tail as tail_module
+
+    beats: dict[str, list[float]] = {}
+    control = tail_module._Reader.control
+
+    def counting(self, line: bytes) -> None:
+        if line == b"K":
+            beats.setdefault(self.tail.path, []).append(time.time())
+        control(self, line)
+
+    monkeypatch.setattr(tail_module._Reader, "control", counting)
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    for log in logs:
+        log.write_text("only line\n")
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        tails = []
+        for log in logs:
+            tail = LogTail(pool, "a", str(log), silence_s=8)
+            assert tail.heartbeat_s == 2
+            tails.append(Collector(tail).start())
+            await eventually(lambda: tails[-1].texts == ["only line"])
+            await asyncio.sleep(1.0)
+        try:
+            paths = [str(log) for log in logs]
+            await eventually(
+                lambda: all(len(beats.get(p, ())) >= 2 for p in paths), 12, "two beats each"
+            )
+        finally:
+            for got in tails:
+                await got.close()
+
+    def phase(t: float) -> float:
+        return t % 2.0
+
+    last = [beats[p][-1] for p in paths]
+    # Both a little after a whole multiple of 2 s (the script's start-up and the link
+    # add a few ms; a loaded machine more), not a second apart.
+    gap = abs(phase(last[0]) - phase(last[1]))
+    assert min(gap, 2.0 - gap) < 0.4, f"beats at phases {[phase(t) for t in last]}"

@@ -159,6 +159,18 @@ class _Run:
         return max(times) if times else None
 
 
+def next_tick_in(period_s: float, began: float) -> float:
+    """Seconds from now to the next whole multiple of `period_s` on the monotonic clock
+    that is at least half a period after `began`: every host's probe loop wakes on the
+    same ticks, so the console wakes once per refresh for all of them, not once per
+    host (a probe asked for out of turn moves its host by at most half a period)."""
+    now = time.monotonic()
+    tick = (math.floor(began / period_s) + 1) * period_s
+    if tick - began < period_s / 2:
+        tick += period_s
+    return max(0.0, tick - now)
+
+
 class _Host:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -679,7 +691,7 @@ class Monitor:
                     began = time.monotonic()
                     await self._probe(host, force_ping=woken)
                     host.wake.clear()
-                    left = refresh_s - (time.monotonic() - began)
+                    left = next_tick_in(refresh_s, began)
                     woken = False
                     if left > 0:
                         with contextlib.suppress(asyncio.TimeoutError):

@@ -16,8 +16,9 @@ inode) and sends them framed and base64-encoded:
                     while we were disconnected): its remainder comes first
     L ID            the old file ID is gone: its unread remainder is lost
     M               the log does not exist (yet); we wait for it
-    K               heartbeat, every `heartbeat_s` while the log is quiet (a dead
-                    pipe kills the script at the next one)
+    K               heartbeat, at each multiple of `heartbeat_s` on the host's
+                    clock while the log is quiet (a dead pipe kills the script at
+                    the next one; every quiet log of a host beats at once)
 
 It sleeps in a `dd` reading a `tail -F` of the same path (inotify), so a new
 line is sent within milliseconds and an idle log costs nothing; `notify=False`
@@ -69,13 +70,25 @@ TAIL_SCRIPT = r"""# dflash-tui-tail: follow a log by byte offset through rotatio
 # $9 heartbeat seconds (a quiet log says it is alive this often).
 p=$1 off=$2 want=$3 check=$4 poll=$5 chunk=$6 notify=$7 gather=${8:-0} beat=${9:-2}
 case $p in "~/"*) p=$HOME/${p#"~/"} ;; esac  # a leading ~/ is the remote home
+# Seconds to the next whole multiple of $beat on this host's clock: every quiet log's
+# heartbeat goes out at the same moment, so the console wakes once for all of them,
+# not once per log (GNU date; without %N, a whole beat from now).
+beat_left() {
+    ms=$(date +%s%3N 2>/dev/null)
+    case $ms in
+    '' | *[!0-9]*) printf '%s' "$beat" ;;
+    *) left=$((beat * 1000 - ms % (beat * 1000)))
+       printf '%d.%03d' $((left / 1000)) $((left % 1000)) ;;
+    esac
+}
 # Wait for the log to change. A `tail -F` on our stdin wakes us through inotify the
 # moment anything is appended, rotated or truncated (its output is only a doorbell;
-# the bytes are read by offset below). Every $beat seconds we wake anyway and say
-# we are alive; without the doorbell (or if it died) we poll every $poll seconds.
+# the bytes are read by offset below). At each multiple of $beat seconds we wake
+# anyway and say we are alive; without the doorbell (or if it died) we poll every
+# $poll seconds.
 wake() {
     if [ "$notify" = 1 ]; then
-        n=$(timeout --foreground "$beat" dd bs=1048576 count=1 2>/dev/null | wc -c)
+        n=$(timeout --foreground "$(beat_left)" dd bs=1048576 count=1 2>/dev/null | wc -c)
         if [ "$n" -gt 0 ]; then
             [ "$gather" = 0 ] || sleep "$gather"
             return 0
