@@ -89,10 +89,16 @@ async def test_gpu_jitter_waits_but_a_host_going_down_shows_at_once(make_app) ->
         app.fill_hosts()
         await pilot.pause()
         assert " 88%" in shown() and " 83%" not in shown()  # only GPU numbers: later
+        storage = session._hosts["storage"]
+        session._hosts["storage"] = dataclasses.replace(storage, latency_ms=47.3)
+        app.fill_hosts()
+        await pilot.pause()
+        # A latency is jitter too: another host's new ping lets no GPU line through.
+        assert "47.3 ms" not in shown() and " 83%" not in shown()
         pane._drawn_at -= GPU_REPAINT_S  # as if the interval had passed
         app.fill_hosts()
         await pilot.pause()
-        assert " 83%" in shown()
+        assert " 83%" in shown() and "47.3 ms" in shown()
         evalbox = session._hosts["evalbox"]
         idle = (GpuInfo(0, "NVIDIA H100 80GB HBM3", 50.0, 4.0, 81559.0),)
         session._hosts["evalbox"] = dataclasses.replace(evalbox, gpus=idle)

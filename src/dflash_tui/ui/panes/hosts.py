@@ -59,7 +59,9 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         self._shown: tuple[str, list[Any]] = ("", [])  # text and spans of the last draw
         self._drawn_at = 0.0  # monotonic time of the last repaint
         self._rest: tuple[str, set[str]] = ("", set())  # last repaint: text less GPU lines, styles
-        self._gpu_lines: list[tuple[int, int]] = []  # where this draw's GPU lines are
+        # Where this draw's jittering numbers are (GPU lines, latencies): a change there
+        # alone is held for GPU_REPAINT_S.
+        self._jitter: list[tuple[int, int]] = []
         self._lines: list[Text] = []  # the lines shown
         self._strips: dict[int, tuple[int, Strip]] = {}  # line number: (width, rendered line)
         self.line_renders = 0  # lines rendered to strips (tests read it)
@@ -92,12 +94,19 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"hosts--{name}", partial=True)
 
+    def _jitter_text(self, out: Text, text: str) -> None:
+        """Append numbers that move on every probe or ping without news (a latency):
+        shown again at most every GPU_REPAINT_S, as GPU numbers are."""
+        start = len(out)
+        out.append(text)
+        self._jitter.append((start, len(out)))
+
     def draw(self) -> None:
         self._width = self.size.width
         width = max(40, self.scrollable_content_region.width or 80)
         bar_w = 20 if width >= 110 else 10
         out = Text(no_wrap=True, overflow="ellipsis")
-        self._gpu_lines = []
+        self._jitter = []
         if not self._hosts and not self._stores:
             out.append("No hosts in the config.", self._style("dim"))
         for i, host in enumerate(self._hosts):
@@ -111,15 +120,17 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         shown = (plain, list(out.spans))
         if shown == self._shown:
             return  # nothing a reader could see changed: no repaint
-        # The text less its GPU lines: what must show at once when it changes.
-        cuts = [0, *(i for span in self._gpu_lines for i in span), len(plain)]
+        # The text less its GPU lines and latencies: what must show at once when it
+        # changes. (Latencies held too: three hosts pinged at different moments each
+        # let every GPU line through, every few seconds instead of every 10 s.)
+        cuts = [0, *(i for span in self._jitter for i in span), len(plain)]
         rest = (
             "".join(plain[cuts[i] : cuts[i + 1]] for i in range(0, len(cuts), 2)),
             {str(span.style) for span in shown[1]},  # a new theme shows at once too
         )
         now = time.monotonic()
         if self._shown[0] and rest == self._rest and now - self._drawn_at < GPU_REPAINT_S:
-            return  # only GPU numbers moved: they are shown again on a later probe
+            return  # only GPU numbers or latencies moved: shown again on a later probe
         self._shown, self._rest, self._drawn_at = shown, rest, now
         self._show_lines(list(out.split("\n", allow_blank=True)))
 
@@ -163,7 +174,8 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         out.append(f"{store.store:<12}", self._style("name"))
         out.append(f" {status:<13}", self._style(style))
         latency = "-" if store.latency_ms is None else f"{store.latency_ms:.1f} ms"
-        out.append(f" {latency:>9}  {store.url}")
+        self._jitter_text(out, f" {latency:>9}")
+        out.append(f"  {store.url}")
         out.append(
             "  store" + (f" at {store.endpoint}" if store.endpoint else ""), self._style("dim")
         )
@@ -184,7 +196,8 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         out.append(f"{host.name:<12}", self._style("name"))
         out.append(f" {status:<13}", self._style(style))
         latency = "-" if host.latency_ms is None else f"{host.latency_ms:.1f} ms"
-        out.append(f" {latency:>9}  {host.address}")
+        self._jitter_text(out, f" {latency:>9}")
+        out.append(f"  {host.address}")
         if host.via:
             out.append(f"  via {host.via}", self._style("dim"))
         age = None if host.probed_at is None else self._now - host.probed_at
@@ -214,7 +227,7 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
             out.append(f" {fmt.percent(util):>4}  mem ")
             out.append(fmt.bar(mem, bar_w), self._style("up"))
             out.append(f" {used}/{total} GiB\n")
-            self._gpu_lines.append((start, len(out)))
+            self._jitter.append((start, len(out)))
         for run in self._runs:
             if run.host != host.name:
                 continue
