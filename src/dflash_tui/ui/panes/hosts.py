@@ -29,7 +29,7 @@ def probe_age(age_s: float) -> str:
     return f"<{FRESH_PROBE_S}s" if age_s < FRESH_PROBE_S else fmt.short_duration(age_s)
 
 
-GPU_REPAINT_S = 10.0  # GPU bars alone move at most this often (they jitter every probe)
+GPU_REPAINT_S = 10.0  # GPU bars and latencies alone move at most this often (they jitter)
 
 
 def gpu_name(name: str) -> str:
@@ -58,7 +58,7 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         self._width = 0
         self._shown: tuple[str, list[Any]] = ("", [])  # text and spans of the last draw
         self._drawn_at = 0.0  # monotonic time of the last repaint
-        self._rest: tuple[str, set[str]] = ("", set())  # last repaint: text less GPU lines, styles
+        self._rest: tuple[str, set[str]] = ("", set())  # last repaint: text less jitter, styles
         # Where this draw's jittering numbers are (GPU lines, latencies): a change there
         # alone is held for GPU_REPAINT_S.
         self._jitter: list[tuple[int, int]] = []
@@ -83,8 +83,8 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         self.draw_or_defer()
 
     def on_resize(self, event: events.Resize) -> None:
+        # Bars and clipped errors follow the width; render_line re-cuts the strips.
         if event.size.width != self._width:
-            self._strips.clear()  # lines are cut to the width
             self.redraw()
 
     def notify_style_update(self) -> None:
