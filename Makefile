@@ -1,27 +1,44 @@
 # Two commands for a newcomer on a fresh Debian machine: `make demo` and `make test`.
+# Both install exactly the versions in requirements/*.txt (pip-tools locks with hashes);
+# `make lock` refreshes those files on purpose. pip-based, so pip's own find-links setting
+# finds the local CPU build of torch (an unpinned torch pulls a multi-GB CUDA build).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
-# torch is pinned (an unpinned torch pulls a multi-GB CUDA build).
+LOCK_DEMO := requirements/demo.txt
+LOCK_DEV := requirements/dev.txt
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV := $(VENV)/.installed-dev
+PIP_TOOLS := pip-tools==7.6.2
+LOCKENV := .lockenv
 
-.PHONY: demo test lint format clean venv bench system-deps
+.PHONY: demo test lint format clean venv bench system-deps lock stress-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
 
-$(STAMP_BASE): pyproject.toml | $(BIN)/python
-	$(PIP) install --quiet -e '.[eval]'
+# The lock holds every package, setuptools included, so the project itself installs
+# with no build isolation and no resolve: nothing outside the lock reaches the venv.
+$(STAMP_BASE): $(LOCK_DEMO) pyproject.toml | $(BIN)/python
+	$(PIP) install --quiet --require-hashes --no-deps -r $(LOCK_DEMO)
+	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-$(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(PIP) install --quiet -e '.[eval,cache,dev]'
+$(STAMP_DEV): $(LOCK_DEV) pyproject.toml | $(BIN)/python
+	$(PIP) install --quiet --require-hashes --no-deps -r $(LOCK_DEV)
+	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	touch $@ $(STAMP_BASE)
 
 venv: $(STAMP_BASE)
+
+## make lock: resolve every extra again and rewrite requirements/*.txt (on purpose only).
+# demo.txt is resolved within dev.txt, so the two never disagree on a version.
+LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
+lock:
+	[ -x $(LOCKENV)/bin/pip-compile ] || { $(PYTHON) -m venv $(LOCKENV) && $(LOCKENV)/bin/python -m pip install --quiet '$(PIP_TOOLS)'; }
+	$(LOCKENV)/bin/pip-compile $(LOCK_FLAGS) --upgrade --extra eval --extra cache --extra dev --extra s3 -o $(LOCK_DEV) pyproject.toml
+	$(LOCKENV)/bin/pip-compile $(LOCK_FLAGS) --upgrade --extra eval -c $(LOCK_DEV) -o $(LOCK_DEMO) pyproject.toml
 
 ## make demo: create .venv, install, and open the console on the embedded demo cluster.
 demo: $(STAMP_BASE)
@@ -41,19 +58,34 @@ test: $(STAMP_DEV) system-deps
 SYSTEM_PACKAGES := openssh-server tmux procps iproute2 slurmctld slurmd slurm-client munge slurmdbd mariadb-server
 SYSTEM_COMMANDS := /usr/sbin/sshd tmux pgrep ip slurmctld slurmd sbatch munged slurmdbd mariadbd
 
+# With CI=true a test bed that cannot be installed fails `make test` with the reason (a green
+# run must not hide skipped sshd or Slurm tests); developers outside CI get a warning.
+define find_missing
+missing=""; for c in $(SYSTEM_COMMANDS); do \
+	command -v $$c >/dev/null 2>&1 || [ -x "$$c" ] || [ -x "/usr/sbin/$$c" ] || missing="$$missing $$c"; \
+done
+endef
+
 system-deps:
-	@missing=""; for c in $(SYSTEM_COMMANDS); do \
-		command -v $$c >/dev/null 2>&1 || [ -x "$$c" ] || [ -x "/usr/sbin/$$c" ] || missing="$$missing $$c"; \
-	done; \
+	@$(find_missing); \
 	if [ -n "$$missing" ]; then \
 		if command -v apt-get >/dev/null; then \
 			SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 			echo "installing test bed packages (missing:$$missing)"; \
 			$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 			$$SUDO env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null \
-			|| echo "warning: could not install$$missing; the tests that need them will be skipped" >&2; \
+			|| reason="apt-get install $(SYSTEM_PACKAGES) failed (see above)"; \
 		else \
-			echo "warning: no apt-get; sshd- and Slurm-based tests will be skipped (missing:$$missing)" >&2; \
+			reason="no apt-get on this machine: install the packages that provide them by hand"; \
+		fi; \
+		$(find_missing); \
+		if [ -n "$$missing" ]; then \
+			if [ "$${CI:-}" = true ]; then \
+				echo "error: the test bed is incomplete (missing:$$missing): $${reason:-installed, but the commands are still not found}" >&2; \
+				echo "CI=true: the tests that need them would be skipped and hide it, so make test stops here" >&2; \
+				exit 1; \
+			fi; \
+			echo "warning: missing$$missing ($${reason:-not found after install}); the tests that need them will be skipped" >&2; \
 		fi; \
 	fi
 

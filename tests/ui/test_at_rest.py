@@ -28,6 +28,7 @@ from dflash_tui.ui.panes.header import HeaderBar
 from dflash_tui.ui.panes.hosts import GPU_REPAINT_S, HostsPane
 from dflash_tui.ui.panes.runs import RunsTable
 from tests.ui.fixture_session import NOW, FixtureSession
+from tests.waiting import async_wait_until, pilot_until, settled
 
 
 def test_ages_drop_their_seconds_at_ten_minutes() -> None:
@@ -44,21 +45,21 @@ async def test_a_tick_that_moves_no_written_age_repaints_no_row(make_app) -> Non
     session = FixtureSession()
     app = make_app(session)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.pause()
         table = app.screen.query_one(RunsTable)
+        await settled(pilot, lambda: table.row_renders, what="the runs table's first rows")
         app._tick()
-        await pilot.pause()
+        await settled(pilot, lambda: table.row_renders, what="the runs table after a tick")
         renders = table.row_renders
         young = [v.name for v in session.runs() if (v.age_s(NOW) or 0) < 600]
         assert young and len(young) < len(session.runs())
         session.clock_value = NOW + 2  # two seconds on: only ages under ten minutes move
         app._tick()
-        await pilot.pause()
+        await settled(pilot, lambda: table.row_renders, what="the young runs' rows")
         assert table.row_renders == renders + len(young)
         renders = table.row_renders
         session.clock_value = NOW + 62  # a minute on: the ages written change
         app._tick()
-        await pilot.pause()
+        await settled(pilot, lambda: table.row_renders, what="the rows a minute on")
         assert table.row_renders > renders
 
 
@@ -126,8 +127,9 @@ async def test_gpu_numbers_shown_again_repaint_only_their_own_lines(make_app) ->
     app = make_app(session)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("4")  # the hosts pane
-        await pilot.pause()
         pane = app.screen.query_one(HostsPane)
+        await pilot_until(pilot, lambda: pane.shown_text, "the hosts pane's first draw")
+        await settled(pilot, lambda: pane.line_renders, what="the hosts pane's first lines")
         lines = pane.shown_text.splitlines()
         trainbox = session._hosts["trainbox"]
         assert len(trainbox.gpus) >= 2 and len(lines) > 2 * len(trainbox.gpus)
@@ -137,14 +139,47 @@ async def test_gpu_numbers_shown_again_repaint_only_their_own_lines(make_app) ->
         session._hosts["trainbox"] = dataclasses.replace(trainbox, gpus=moved + trainbox.gpus[1:])
         pane._drawn_at -= GPU_REPAINT_S  # the interval has passed: shown now
         app.fill_hosts()
-        await pilot.pause()
+        await settled(pilot, lambda: pane.line_renders, what="the moved GPU line's repaint")
         after = pane.shown_text.splitlines()
         changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
         assert len(changed) == 1 and " 83%" in after[changed[0]]
         assert pane.line_renders == renders + 1  # that line, not the pane
         await pilot.press("end")  # scrolled, the lines kept are the same lines
-        await pilot.pause()
+        await settled(pilot, lambda: pane.line_renders, what="the hosts pane scrolled")
         assert pane.shown_text.splitlines() == after
+
+
+async def test_a_style_pass_that_changes_nothing_renders_nothing_and_a_theme_does(
+    make_app,
+) -> None:
+    """Textual re-applies CSS to a subtree on every focus or tab change; the line-API
+    panes keep their rendered lines through one that changed no style (they rendered
+    every line again, and on a busy machine a test saw twice the lines it should),
+    and draw a new theme's colours at once."""
+    app = make_app(FixtureSession())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("4")
+        pane = app.screen.query_one(HostsPane)
+        table = app.screen.query_one(RunsTable)
+
+        def counts() -> tuple[int, int]:
+            return pane.line_renders, table.row_renders
+
+        await pilot_until(pilot, lambda: pane.shown_text, "the hosts pane's first draw")
+        await settled(pilot, counts, what="the hosts pane and runs table's first renders")
+        rendered = counts()
+        spans = [list(line.spans) for line in pane._lines]
+        app.update_styles(app.screen)  # the same CSS applied again to every widget
+        await settled(pilot, counts, what="a style pass that changed nothing")
+        assert counts() == rendered
+        app.theme = "textual-light"
+        await pilot_until(
+            pilot,
+            lambda: pane.line_renders > rendered[0] and table.row_renders > rendered[1],
+            "both panes to render the new theme's colours",
+            seen=counts,
+        )
+        assert [list(line.spans) for line in pane._lines] != spans
 
 
 class _Driver(QuietInputDriver):
@@ -168,12 +203,18 @@ async def test_the_input_thread_sleeps_while_nobody_types() -> None:
         thread = threading.Thread(target=driver.run_input_thread, daemon=True)
         driver._key_thread = thread
         thread.start()
+
+        def keys() -> list[str]:
+            return [e.key for e in driver.got if isinstance(e, events.Key)]
+
         os.write(master, b"a")
-        await asyncio.sleep(0.3)
-        assert [e.key for e in driver.got if isinstance(e, events.Key)] == ["a"]
+        await async_wait_until(lambda: keys(), "the key 'a' from the input thread", seen=keys)
+        assert keys() == ["a"]
         os.write(master, b"\x1b")  # a lone ESC: only the escape delay tells it is a key
-        await asyncio.sleep(0.5)
-        assert [e.key for e in driver.got if isinstance(e, events.Key)] == ["a", "escape"]
+        await async_wait_until(lambda: len(keys()) > 1, "a lone ESC read as a key", seen=keys)
+        assert keys() == ["a", "escape"]
+        # The window below starts once the thread has had TICK_FOR_S with no input; a
+        # late last tick is within the one wake-up allowed.
         await asyncio.sleep(TICK_FOR_S + 0.2)
         idle_from = driver.input_wakeups
         await asyncio.sleep(1.5)

@@ -20,6 +20,18 @@ from textual import events
 from textual.message import Message
 
 
+def style_signature(widget: Any) -> tuple[Any, ...]:
+    """The styles a line-API pane paints with: its own and its component classes'.
+
+    Textual re-applies CSS to a whole subtree on every pseudo-class change (a tab
+    shown, focus moving), and calls `notify_style_update` each time even when nothing
+    changed; a pane that dropped its rendered lines there rendered every line again
+    for nothing. Comparing this signature tells a real change (a new theme) from that.
+    """
+    names = sorted(getattr(widget, "COMPONENT_CLASSES", ()))
+    return (widget.rich_style, *(widget.get_component_rich_style(n, partial=True) for n in names))
+
+
 def same_text(a: Text, b: Text) -> bool:
     """Rich's Text equality ignores the base style; a colour change must count (panes
     that keep rendered lines compare a line's new text with the old this way)."""
