@@ -3,16 +3,41 @@ fixed fixture: frozen clock, fixed runs and hosts, the `dflash` theme."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from textual.pilot import Pilot
 
 from dflash_tui.ui.panes.plots import PlotsPane
 from tests.ui.fixture_session import FixtureSession, default_served
+from tests.waiting import pilot_until, settled
 
 
 async def settle(pilot: Pilot) -> None:
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot, what="the console's first screen")
+
+
+def pressing(
+    *keys: str, until: Callable[[Any], object] | None = None, what: str = ""
+) -> Callable[[Pilot], Any]:
+    """Keys pressed before the screenshot, then a wait for the state the snapshot
+    shows (`until`, named by `what`) and for the screen to settle. snap_compare's own
+    `press=` takes the shot after one pause: a pane that fills itself in answer to
+    being shown (a message to the App, a draw, a layout pass) may not be there yet."""
+
+    async def run_before(pilot: Pilot) -> None:
+        await settle(pilot)
+        await pilot.press(*keys)
+        if until is not None:
+            await pilot_until(pilot, lambda: until(pilot.app), what)
+        await settled(pilot, what=f"the screen after {' '.join(keys)}")
+
+    return run_before
+
+
+def served_table_shown(app: Any) -> bool:
+    table = app.screen.query_one("#served-table")
+    return bool(table.display and table.row_count and table.region.height)
 
 
 def test_main_screen_80x24(snap_compare, make_app) -> None:
@@ -28,15 +53,15 @@ def test_main_screen_160x48(snap_compare, make_app) -> None:
 
 
 def test_plots_tab_80x24(snap_compare, make_app) -> None:
-    assert snap_compare(make_app(), terminal_size=(80, 24), press=["3"], run_before=settle)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=pressing("3"))
 
 
 def test_hosts_tab_80x24(snap_compare, make_app) -> None:
-    assert snap_compare(make_app(), terminal_size=(80, 24), press=["4"], run_before=settle)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=pressing("4"))
 
 
 def test_leaderboard_tab_80x24(snap_compare, make_app) -> None:
-    assert snap_compare(make_app(), terminal_size=(80, 24), press=["5"], run_before=settle)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=pressing("5"))
 
 
 def test_main_screen_200x60(snap_compare, make_app) -> None:
@@ -46,9 +71,7 @@ def test_main_screen_200x60(snap_compare, make_app) -> None:
 
 def test_progress_screen_80x24(snap_compare, make_app) -> None:
     # The leaderboard's slammed5/step-2000 row, then p: its run's metrics against step.
-    assert snap_compare(
-        make_app(), terminal_size=(80, 24), press=["5", "j", "p"], run_before=settle
-    )
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=pressing("5", "j", "p"))
 
 
 def _served_session() -> FixtureSession:
@@ -60,9 +83,11 @@ def _served_session() -> FixtureSession:
 def test_leaderboard_tab_with_served_rows_80x24(snap_compare, make_app) -> None:
     # Served rows (tau from real decoding) in their own labelled table under the offline one.
     app = make_app(_served_session())
-    assert snap_compare(app, terminal_size=(80, 24), press=["5"], run_before=settle)
+    shown = pressing("5", until=served_table_shown, what="the served table on screen")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=shown)
 
 
 def test_leaderboard_tab_with_served_rows_160x48(snap_compare, make_app) -> None:
     app = make_app(_served_session())
-    assert snap_compare(app, terminal_size=(160, 48), press=["5"], run_before=settle)
+    shown = pressing("5", until=served_table_shown, what="the served table on screen")
+    assert snap_compare(app, terminal_size=(160, 48), run_before=shown)
