@@ -89,6 +89,10 @@ system-deps:
 		fi; \
 	fi
 
+## make stress-test: the UI and monitor tests 20 times with a busy loop on every core.
+stress-test: $(STAMP_DEV) system-deps
+	$(BIN)/python bench/flaky.py --rounds $(or $(ROUNDS),20)
+
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports

@@ -20,6 +20,7 @@ from dflash_tui.remote import (
     HostUnreachable,
 )
 from tests.testbed import SshdHost, connect_directly, free_port
+from tests.waiting import async_wait_until
 
 
 async def test_connect_run_and_reuse_one_connection(sshd: SshdHost, write_config) -> None:
@@ -380,10 +381,26 @@ async def test_a_timed_out_command_leaves_no_process_on_the_host(
         assert raw.stdout == b"a\nb"
 
 
+def _received(host: SshdHost, kind: int) -> int:
+    """Packets of type `kind` sshd has logged receiving so far (DEBUG3)."""
+    lines = host.log_path.read_text(errors="replace").splitlines()
+    return sum(1 for line in lines if line.rstrip().endswith(f"receive packet: type {kind}"))
+
+
 def _ignores_received(host: SshdHost) -> int:
     """SSH_MSG_IGNORE packets (type 2) sshd has logged receiving so far."""
-    lines = host.log_path.read_text(errors="replace").splitlines()
-    return sum(1 for line in lines if line.rstrip().endswith("receive packet: type 2"))
+    return _received(host, 2)
+
+
+async def _logged_channel_close(host: SshdHost, closes_before: int, which: str) -> None:
+    """Wait until sshd, which writes its log asynchronously, has logged the client's
+    SSH_MSG_CHANNEL_CLOSE (type 97) of the command just run: the last packet the client
+    sent for it, so every IGNORE sent before it is in the log by then."""
+    await async_wait_until(
+        lambda: _received(host, 97) > closes_before,
+        f"sshd to log the channel close of the {which} connection's command",
+        seen=lambda: f"{_received(host, 97)} closes logged, {closes_before} before",
+    )
 
 
 async def test_pooled_connections_send_no_ignore_packet_per_data_packet(
@@ -397,19 +414,19 @@ async def test_pooled_connections_send_no_ignore_packet_per_data_packet(
     data = b"x" * (2 << 20)  # 64 channel packets of 32 KiB at least
     config = load_config(write_config({"a": host}))
     async with HostPool(config) as pool:
-        before = _ignores_received(host)
+        before, closes = _ignores_received(host), _received(host, 97)
         out = await pool.run("a", ["sh", "-c", "wc -c"], input=data.decode())
         assert out.stdout.strip() == str(len(data))
-        await asyncio.sleep(0.3)  # sshd writes its log asynchronously
+        await _logged_channel_close(host, closes, "pooled")
         pooled = _ignores_received(host) - before
     async with connect_directly(
         host, client_key, known_hosts, encryption_algs=["aes128-gcm@openssh.com"]
     ) as conn:
         assert not is_quiet(conn)
-        before = _ignores_received(host)
+        before, closes = _ignores_received(host), _received(host, 97)
         result = await conn.run("wc -c", input=data, encoding=None)
         assert result.stdout.strip() == str(len(data)).encode()
-        await asyncio.sleep(0.3)
+        await _logged_channel_close(host, closes, "plain")
         plain = _ignores_received(host) - before
     assert plain >= 64, f"the control connection sent {plain} ignore packets"
     assert pooled <= 2, f"the pooled connection sent {pooled} ignore packets"

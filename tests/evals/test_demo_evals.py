@@ -3,7 +3,6 @@ evaluated end to end on the demo's hosts (the trainer's checkpoint relayed from 
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -16,6 +15,7 @@ from dflash_tui.evals.manager import JobManager, open_eval_state
 from dflash_tui.evals.pairs import load_acc_lookup, tau_points
 from dflash_tui.evals.targets import discover_checkpoints
 from dflash_tui.remote import HostPool
+from tests.waiting import async_wait_until
 
 
 @pytest.fixture
@@ -23,9 +23,9 @@ async def demo_manager(demo_cluster: DemoCluster) -> AsyncIterator[JobManager]:
     assets = demo_cluster.wait_for_eval_assets()
     assert assets is not None and assets.ok, assets
     first = demo_cluster.container_root / "workspace/checkpoints/slammed5/step-3000"
-    deadline = time.monotonic() + 60
-    while not first.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    await async_wait_until(
+        first.exists, f"the demo trainer's first checkpoint {first}", timeout=60, interval=0.1
+    )
     config = load_config(demo_cluster.config_path)
     conn = open_eval_state(config.console.state_dir)
     async with HostPool(config) as pool:

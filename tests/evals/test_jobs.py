@@ -21,6 +21,7 @@ from dflash_tui.evals.manager import JobError, JobManager, local_process_start, 
 from dflash_tui.evals.upload import HarnessUploader, harness_sha256
 from dflash_tui.remote import HostPool
 from tests.evals.conftest import SECRET, Cluster, pgroup_alive
+from tests.waiting import async_wait_until
 
 
 @pytest.fixture
@@ -277,9 +278,10 @@ async def test_launch_spec_reaches_the_host_quoted(cluster: Cluster) -> None:
         )
         launched = await SshBackend(pool).submit(spec)
         log = Path(launched.remote_dir) / "log"
-        deadline = time.monotonic() + 10
-        while not (Path(launched.remote_dir) / "rc").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        rc = Path(launched.remote_dir) / "rc"
+        await async_wait_until(
+            rc.exists, f"the launched job to write {rc}", timeout=10, interval=0.05
+        )
         assert log.read_text().rstrip("\n").endswith('--name it\'s $HOME `x` "q"')
         assert "CUDA_VISIBLE_DEVICES=3" in launched.command
         assert json.loads((Path(launched.remote_dir) / "job.json").read_text())["gpu"] == "3"
@@ -383,9 +385,8 @@ async def test_cancelling_a_job_that_just_finished_keeps_its_result(
     assert job.state == "running" and job.remote_dir
     cluster.gate.open()
     rc = Path(job.remote_dir) / "rc"
-    deadline = time.monotonic() + 60
-    while not rc.exists() and time.monotonic() < deadline:  # finished; this console not told
-        time.sleep(0.05)
+    # Finished; this console not told.
+    await async_wait_until(rc.exists, f"the job to finish (its {rc})", timeout=60, interval=0.05)
     assert rc.read_text().strip() == "0"
     assert manager.job(job.id).state == "running"
 

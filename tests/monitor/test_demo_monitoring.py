@@ -33,8 +33,14 @@ async def test_demo_runs_show_alive_and_converging_stalled_and_dead(demo_cluster
         try:
 
             def settled(m: Monitor) -> bool:
-                states = [m.run_view(n).state for n in ("slammed5", "wide-lr", "ablate-ctx")]
-                return states == [RunState.ALIVE, RunState.STALLED, RunState.DEAD]
+                # States come from the host's probe, steps, series and the dead run's
+                # last line from each log's history: both load at once, in either order.
+                views = [m.run_view(n) for n in ("slammed5", "wide-lr", "ablate-ctx")]
+                return [v.state for v in views] == [
+                    RunState.ALIVE,
+                    RunState.STALLED,
+                    RunState.DEAD,
+                ] and all(v.tail_status == "following" for v in views)
 
             # Generous: it settles in about a second, but CI's 2 cores once needed longer.
             if not await monitor.wait_for(settled, 60):
@@ -42,7 +48,10 @@ async def test_demo_runs_show_alive_and_converging_stalled_and_dead(demo_cluster
                 hosts = [monitor.host_view(n) for n in ("trainbox", "storage")]
                 raise AssertionError(
                     "runs never settled: "
-                    + "; ".join(f"{v.name} {v.state.value} ({v.state_reason})" for v in views)
+                    + "; ".join(
+                        f"{v.name} {v.state.value} ({v.state_reason}), tail {v.tail_status}"
+                        for v in views
+                    )
                     + " | hosts: "
                     + "; ".join(f"{h.name} reachable={h.reachable} error={h.error}" for h in hosts)
                 )

@@ -51,7 +51,18 @@ async def test_alive_then_dead_then_unknown_with_events(
             monitor.subscribe(events.append)
             await monitor.start()
             try:
-                assert await monitor.wait_for(lambda m: m.run_view("r").state == RunState.ALIVE, 15)
+                # Alive comes from the host's probe, the steps and lines from the log's
+                # history: both loads run at once, in either order.
+                assert await monitor.wait_for(
+                    lambda m: (
+                        m.run_view("r").state == RunState.ALIVE
+                        and m.run_view("r").tail_status == "following"
+                    ),
+                    15,
+                ), (
+                    "timed out waiting for the run alive with its history loaded: "
+                    f"{monitor.run_view('r').state}, {monitor.run_view('r').tail_status}"
+                )
                 view = monitor.run_view("r")
                 assert view.step == 99 and view.loss.slope_per_1k_steps < 0
                 assert view.processes[0].pid == trainer.pid
@@ -280,7 +291,18 @@ async def test_a_probe_that_changes_nothing_shown_changes_no_run(
             monitor = Monitor(config, pool)
             await monitor.start()
             try:
-                assert await monitor.wait_for(lambda m: m.run_view("r").state == RunState.DEAD, 15)
+                # Dead comes from the host's probe; the log's history loads at the same
+                # time and changes the run once: the count starts after both.
+                assert await monitor.wait_for(
+                    lambda m: (
+                        m.run_view("r").state == RunState.DEAD
+                        and m.run_view("r").tail_status == "following"
+                    ),
+                    15,
+                ), (
+                    "timed out waiting for the run dead with its history loaded: "
+                    f"{monitor.run_view('r').state}, {monitor.run_view('r').tail_status}"
+                )
                 assert "log quiet for 11m;" in monitor.run_view("r").state_reason
                 run_seq, host_seq = monitor.run_view("r").seq, monitor.host_view("a").seq
                 assert await monitor.wait_for(lambda m: m.host_view("a").seq >= host_seq + 4, 10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import shutil
 import time
 from pathlib import Path
@@ -14,10 +15,64 @@ from dflash_tui.monitor.tail import LogPosition, LogTail
 from dflash_tui.remote import HostPool
 from tests.monitor.conftest import Collector, eventually, remote_processes_mentioning
 from tests.testbed import SshdHost
+from tests.waiting import async_wait_until
 
 
 def _line(i: int) -> str:
     return f"step {i} loss {1 / (i + 1):.6f} " + "x" * (i % 37) + "\n"
+
+
+def _processes() -> dict[int, tuple[int, int, bytes]]:
+    """Every process on this machine (the test hosts are local): pid -> (ppid, pgid, argv)."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes()
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+        found[int(name)] = (int(fields[1]), int(fields[2]), argv)
+    return found
+
+
+def _has_inotify_watch(pid: int) -> bool:
+    try:
+        return any(
+            "inotify wd:" in Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+            for fd in os.listdir(f"/proc/{pid}/fdinfo")
+        )
+    except OSError:
+        return False
+
+
+def _tail_groups(log: Path) -> set[int]:
+    """The process groups of the tail scripts on `log` (each stream runs in its own)."""
+    key = str(log).encode()
+    return {pgid for _, pgid, argv in _processes().values() if key in argv}
+
+
+def _waiting_scripts(log: Path) -> set[int]:
+    """The process groups of tail scripts on `log` that wait for its next change: the
+    script sits in its doorbell read (a `timeout --foreground ... dd` child) and its
+    `tail -F` doorbell watches the log (an inotify watch set), so a line written now
+    wakes it at once and comes alone."""
+    procs = _processes()
+    key = str(log).encode()
+    mentioning = {pid for pid, (_, _, argv) in procs.items() if key in argv}
+    watching = {
+        procs[pid][1]
+        for pid in mentioning
+        if procs[pid][2].startswith(b"tail\0") and _has_inotify_watch(pid)
+    }
+    waiting = {
+        pgid
+        for ppid, pgid, argv in procs.values()
+        if argv.startswith(b"timeout\0--foreground\0") and ppid in mentioning
+    }
+    return watching & waiting
 
 
 async def test_every_line_exactly_once_in_order_through_drops_rotation_and_truncation(
@@ -156,7 +211,11 @@ async def test_lines_arrive_in_batches_not_one_event_per_line(
     async with HostPool(load_config(write_config({"a": sshd}))) as pool:
         got = Collector(LogTail(pool, "a", str(log), poll_s=0.05, batch_s=0.075)).start()
         try:
-            await asyncio.sleep(0.3)
+            await async_wait_until(
+                lambda: _waiting_scripts(log),
+                "the tail script waiting for the log to change",
+                seen=lambda: _tail_groups(log),
+            )
             started = time.monotonic()
             for burst in range(10):
                 with log.open("a") as f:
@@ -256,16 +315,25 @@ async def test_a_gathering_tail_sends_one_frame_per_interval_and_switches_withou
         tail = LogTail(pool, "a", str(log), gather_s=1.0, batch_s=0.0)
         got = Collector(tail).start()
         try:
-            await asyncio.sleep(0.5)
+            await async_wait_until(
+                lambda: _waiting_scripts(log),
+                "the gathering tail script waiting for the log to change",
+                seen=lambda: _tail_groups(log),
+            )
             for i in range(20):
                 with log.open("a") as f:
                     f.write(f"slow {i}\n")
                 await asyncio.sleep(0.05)
             await eventually(lambda: len(got.texts) == 20, 10, "the gathered lines")
             gathered = len(got.batch_sizes)
+            gathering = _tail_groups(log)
             tail.set_gather(0.0)
             await eventually(lambda: tail.connects == 2 and tail.connected, 10, "the restart")
-            await asyncio.sleep(0.5)  # the new script is reading
+            await async_wait_until(  # the new script is reading
+                lambda: _waiting_scripts(log) - gathering,
+                "the restarted tail script waiting for the log to change",
+                seen=lambda: (gathering, _tail_groups(log), _waiting_scripts(log)),
+            )
             for i in range(20, 30):
                 with log.open("a") as f:
                     f.write(f"slow {i}\n")

@@ -125,7 +125,9 @@ async def test_array_job_runs_each_directory_once(bed: Bed) -> None:
         states = await bed.client.states(tasks)
         if all(s.finished for s in states.values()):
             break
-        assert time.monotonic() < deadline, states
+        assert time.monotonic() < deadline, (
+            f"timed out after 30 s waiting for array tasks {tasks} to finish; last seen: {states}"
+        )
         await asyncio.sleep(0.2)
     assert all(s.succeeded for s in states.values()), states
     for i in range(3):

@@ -106,7 +106,8 @@ max_anchors = 8
         slurm_plain.cancel_all()
 
 
-async def _until(bed: Bed, job_id: str, check, timeout_s: float = 60.0) -> J.Job:  # type: ignore[no-untyped-def]
+async def _until(bed: Bed, job_id: str, check, what: str, timeout_s: float = 60.0) -> J.Job:  # type: ignore[no-untyped-def]
+    """Poll the manager until job `job_id` passes `check` (`what` names it)."""
     import asyncio
     import time
 
@@ -116,7 +117,10 @@ async def _until(bed: Bed, job_id: str, check, timeout_s: float = 60.0) -> J.Job
         job = bed.manager.job(job_id)
         if check(job):
             return job
-        assert time.monotonic() < deadline, job
+        assert time.monotonic() < deadline, (
+            f"timed out after {timeout_s:.0f} s waiting for job {job_id} to be {what}; "
+            f"last seen: {job}"
+        )
         await asyncio.sleep(0.2)
 
 
@@ -129,7 +133,9 @@ async def test_slurm_eval_pends_runs_and_is_collected(bed: Bed) -> None:
     assert job.proc_start and job.proc_start.startswith("slurm:") and job.gpu is None
     assert "sbatch" in (job.command or "") and "--gres=gpu:1" in (job.command or "")
     assert "--sliding causal" in (job.command or "")  # `dflash-tui eval --sliding` reaches it
-    pending = await _until(bed, job.id, lambda j: j.describe() == "pending (Resources)")
+    pending = await _until(
+        bed, job.id, lambda j: j.describe() == "pending (Resources)", "pending (Resources)"
+    )
     assert pending.state == J.RUNNING
 
     # The pending reason shows in `dflash-tui jobs` (a separate process re-attaching).
@@ -138,7 +144,7 @@ async def test_slurm_eval_pends_runs_and_is_collected(bed: Bed) -> None:
     assert "pending (Resources)" in listed.stdout
 
     bed.cluster.cli(["scancel", blocker])
-    done = await _until(bed, job.id, lambda j: j.terminal)
+    done = await _until(bed, job.id, lambda j: j.terminal, "finished")
     assert done.state == J.DONE, done
     report = await bed.manager.collect([job.id])
     assert [r.checkpoint for r in report.stored] == ["zlab"]
@@ -149,13 +155,13 @@ async def test_slurm_eval_pends_runs_and_is_collected(bed: Bed) -> None:
 
 async def test_slurm_eval_failure_and_cancel(bed: Bed) -> None:
     bad = await bed.manager.launch("alien", "coding")  # does not fit the cache: harness exits 2
-    failed = await _until(bed, bad.id, lambda j: j.terminal)
+    failed = await _until(bed, bad.id, lambda j: j.terminal, "finished")
     assert failed.state == J.FAILED and failed.exit_code == 2, failed
     held = bed.cluster.cli(
         ["sbatch", "--parsable", "--gres=gpu:2", "-o", "/dev/null", "--wrap", "sleep 120"]
     ).stdout.strip()
     job = await bed.manager.launch("zlab", "coding")
-    await _until(bed, job.id, lambda j: (j.detail or "").startswith("pending"))
+    await _until(bed, job.id, lambda j: (j.detail or "").startswith("pending"), "pending")
     cancelled = await bed.manager.cancel(job.id)
     assert cancelled.state == J.CANCELLED
     bed.cluster.cli(["scancel", held])
@@ -171,7 +177,7 @@ async def test_sweep_is_one_array_job_and_fills_the_progress_series(bed: Bed) ->
     jobs = [bed.manager.job(i) for i in report.job_ids]
     assert [j.proc_start for j in jobs] == [f"slurm:{report.array_job}_{n}" for n in range(3)]
     for job in jobs:
-        await _until(bed, job.id, lambda j: j.terminal)
+        await _until(bed, job.id, lambda j: j.terminal, "finished")
     assert all(bed.manager.job(j.id).state == J.DONE for j in jobs)
     await bed.manager.collect(report.job_ids)
     # A second sweep finds nothing left to do.

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import time
-
 from tests.slurm.slurmbed import SlurmCluster
+from tests.waiting import wait_until
 
 
 def _wait_gone(cluster: SlurmCluster, job: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while cluster.cli(["squeue", "-h", "-j", job, "-o", "%i"], check=False).stdout.strip():
-        assert time.monotonic() < deadline, f"job {job} still queued"
-        time.sleep(0.1)
+    def queued() -> str:
+        return cluster.cli(["squeue", "-h", "-j", job, "-o", "%i"], check=False).stdout.strip()
+
+    wait_until(
+        lambda: not queued(),
+        f"job {job} to leave the queue",
+        timeout=timeout_s,
+        interval=0.1,
+        seen=queued,
+    )
 
 
 def test_plain_cluster_runs_a_job_and_has_no_accounting(slurm_plain: SlurmCluster, tmp_path):
@@ -32,12 +37,16 @@ def test_accounting_cluster_records_jobs(slurm_accounting: SlurmCluster, tmp_pat
         ["sbatch", "--parsable", f"--output={tmp_path / 'o'}", "--wrap", "exit 3"]
     ).stdout.strip()
     _wait_gone(slurm_accounting, job)
-    deadline = time.monotonic() + 20
-    while True:
-        rows = slurm_accounting.cli(
+
+    def rows() -> list[str]:
+        return slurm_accounting.cli(
             ["sacct", "-n", "-P", "-j", job, "-o", "JobID,State,ExitCode"]
         ).stdout.split()
-        if f"{job}|FAILED|3:0" in rows:
-            break
-        assert time.monotonic() < deadline, rows
-        time.sleep(0.2)
+
+    wait_until(
+        lambda: f"{job}|FAILED|3:0" in rows(),
+        f"sacct to record job {job} as FAILED with exit code 3",
+        timeout=20,
+        interval=0.2,
+        seen=rows,
+    )

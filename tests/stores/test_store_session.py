@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from dflash_tui.config import load_config
 from dflash_tui.session import ConsoleSession
 from tests.stores.conftest import S3Env
+from tests.waiting import async_wait_until
 
 
 async def test_session_probes_stores_and_completes_their_keys(store_config, s3: S3Env) -> None:
@@ -23,10 +22,11 @@ async def test_session_probes_stores_and_completes_their_keys(store_config, s3: 
     assert [s.reachable for s in session.stores()] == [None, None]  # not asked yet
     await session.start()
     try:
-        for _ in range(200):
-            if all(s.reachable is not None for s in session.stores()):
-                break
-            await asyncio.sleep(0.05)
+        await async_wait_until(
+            lambda: all(s.reachable is not None for s in session.stores()),
+            "every store probed (reachable set)",
+            seen=lambda: [(s.store, s.reachable, s.error) for s in session.stores()],
+        )
         bk, gone = session.stores()
         assert bk.reachable and bk.latency_ms is not None and bk.url == f"s3://{s3.bucket}/backups"
         assert gone.reachable is False and "no such bucket" in (gone.error or "")

@@ -32,6 +32,7 @@ def make_app():
         session: FixtureSession | None = None, config: Config | None = None, **kw
     ) -> DflashApp:
         session = session or FixtureSession(config or fixture_config())
+        kw.setdefault("beat", False)  # tests drive the beat: app._beat() or app.flush_now()
         app = DflashApp(session, start_session=False, **kw)
         app.animation_level = "none"  # no sliding tab underline to wait for
         return app

@@ -29,10 +29,18 @@ def pressing(
         await settle(pilot)
         await pilot.press(*keys)
         if until is not None:
-            await pilot_until(pilot, lambda: until(pilot.app), what)
+            await pilot_until(
+                pilot, lambda: until(pilot.app), what, seen=lambda: served_state(pilot.app)
+            )
         await settled(pilot, what=f"the screen after {' '.join(keys)}")
 
     return run_before
+
+
+def served_state(app: Any) -> str:
+    """What a failed wait for the served table reports."""
+    table = app.screen.query_one("#served-table")
+    return f"display {table.display}, {table.row_count} rows, region {table.region}"
 
 
 def served_table_shown(app: Any) -> bool:

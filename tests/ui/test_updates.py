@@ -17,6 +17,7 @@ from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.plots import DATA_INTERVAL_S, MIN_INTERVAL_S, PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable
 from tests.ui.fixture_session import NOW, FixtureSession
+from tests.waiting import settled
 
 
 def grown(series, step: int):
@@ -38,10 +39,10 @@ async def test_log_lines_arrive_in_batches(make_app) -> None:
         reads = session.line_reads
         for i in range(50):
             session.append_lines("slammed5", [f"burst line {i}"])
-        await pilot.pause()
+        await settled(pilot, lambda: session.line_reads, what="50 appended lines")
         assert app._lines_due and session.line_reads == reads  # waiting, batched
         app.flush_now()  # what the next beat does
-        await pilot.pause()
+        await settled(pilot, lambda: pane.shown_lines, what="the flushed lines")
         assert session.line_reads == reads + 1  # 50 events, one read
         assert pane.shown_lines == 90 and pane.log_widget.lines[-1] == "burst line 49"
 
@@ -67,16 +68,15 @@ async def test_hidden_panes_only_count_and_draw_when_shown(make_app) -> None:
             series = grown(session.run("slammed5").series, step)
             session.set_run("slammed5", step=step, series=series)
             session.emit(TransfersChanged("t1"))
-        await pilot.pause()
         app.flush_now()  # what the beat does once VIEWS_FLUSH_S has passed
-        await pilot.pause()
+        await settled(pilot, lambda: plots.plot_draws, what="the flushed views")
         assert plots.plot_draws == before and plots.stale  # hidden: counted, not drawn
         assert session.transfer_reads == 0 and jobs.outdated  # hidden: not even read
         await pilot.press("3")
-        await pilot.pause()
+        await settled(pilot, lambda: plots.plot_draws, what="the plots tab shown")
         assert plots.plot_draws == before + 1 and not plots.stale
         await pilot.press("6")
-        await pilot.pause()
+        await settled(pilot, lambda: session.transfer_reads, what="the jobs tab shown")
         assert session.transfer_reads == 1
         assert "storage:models/a -> evalbox:models/a" in str(jobs.query_one("#jobs-body").render())
 
@@ -149,16 +149,16 @@ async def test_the_log_renders_each_line_once_not_on_every_repaint(make_app) -> 
         await pilot.pause()
         log = app.screen.query_one(LogPane).log_widget
         log.write_lines([f"line {i}" for i in range(40)])
-        await pilot.pause()
+        await settled(pilot, what="40 lines written")
         rendered: list[str] = []
         process = log._process_line
         log._process_line = lambda line: rendered.append(line) or process(line)
         log.refresh()  # what a scroll by one new line does to the rows on screen
-        await pilot.pause()
+        await settled(pilot, lambda: len(rendered), what="the log repainted")
         # Textual's Log (8.2) caches a rendered line only while text is selected.
         assert rendered == [], f"{len(rendered)} lines rendered again"
         log.write_lines(["new line"])
-        await pilot.pause()
+        await settled(pilot, lambda: len(rendered), what="the new line rendered")
         assert rendered == ["new line", "new line"]  # measured, then rendered; once
 
 
@@ -171,14 +171,14 @@ async def test_a_log_scrolled_by_a_new_line_builds_only_that_row(make_app) -> No
         await pilot.pause()
         log = app.screen.query_one(LogPane).log_widget
         log.write_lines([f"line {i}" for i in range(40)])
-        await pilot.pause()
+        await settled(pilot, what="40 lines written")
         log.write_lines(["line 40"])  # scrollbars settled
-        await pilot.pause()
+        await settled(pilot, what="one more line written")
         built: list[int] = []
         render_line = log._styles_cache.render_line
         log._styles_cache.render_line = lambda *a, **k: built.append(1) or render_line(*a, **k)
         log.write_lines(["new line"])  # scrolls the view by one row
-        await pilot.pause()
+        await settled(pilot, lambda: len(built), what="the row of the new line built")
         assert log.size.height > 5 and len(built) == 1, f"{len(built)} rows built"
         rows = log.render_lines(Region(0, 0, log.size.width, log.size.height))
         assert [r.text.rstrip() for r in rows if r.text.strip()][-2:] == ["line 40", "new line"]

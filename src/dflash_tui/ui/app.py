@@ -84,13 +84,17 @@ class DflashApp(App[int]):
         bell: bool | None = None,
         start_session: bool = True,
         driver_class: type[Driver] | None = None,
+        beat: bool = True,
     ) -> None:
+        """`beat=False` starts no beat timer: a test drives `_beat()` itself and can
+        assert what waits for the next beat however slow the machine is."""
         use_common_glyphs()
         super().__init__(driver_class=driver_class)
         self.session = session
         self.config = session.config
         self.bell_enabled = self.config.console.bell if bell is None else bell
         self.start_session = start_session
+        self.beat_enabled = beat
         self.user_keymap = actions.normalize_keymap(self.config.keys)
         self.register_theme(DFLASH_THEME)
         names = session.run_names()
@@ -134,7 +138,8 @@ class DflashApp(App[int]):
         self.session.watch_lines(self.selected_run)
         if self.start_session:
             self.run_worker(self.session.start(), group="session", exit_on_error=False)
-        self.set_interval(BEAT_S, self._beat)
+        if self.beat_enabled:
+            self.set_interval(BEAT_S, self._beat)
 
     def main_screen_ready(self, screen: MainScreen) -> None:
         """The main screen is composed: fill every pane and focus the runs table."""

@@ -62,7 +62,7 @@ class LeaderboardPane(PaneMixin, Vertical):
     LeaderboardPane > #board-caption { height: auto; }
     LeaderboardPane > LeaderboardTable { height: 1fr; }
     LeaderboardPane > #served-caption { height: 1; padding: 0 1; text-style: bold; }
-    LeaderboardPane > ServedTable { height: auto; max-height: 40%; }
+    LeaderboardPane > ServedTable { max-height: 40%; }  /* height: set by _draw_served */
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -192,6 +192,10 @@ class LeaderboardPane(PaneMixin, Vertical):
             table.add_row(
                 *(Text(cells[k], justify="right" if k in numeric else "left") for k, _ in columns)
             )
+        # Its height from the rows it holds (header + rows; max-height still caps it):
+        # `height: auto` reads the DataTable's virtual size, which it updates on a later
+        # idle, so a layout pass that came first left the table 0 rows high for good.
+        table.styles.height = len(rows) + 1
 
     def _caption(self, board: Any) -> Text:
         out = Text()
