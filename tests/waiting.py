@@ -18,6 +18,21 @@ from typing import Any
 DEADLINE_S = 30.0
 
 
+class _Deadline:
+    """One wait's deadline, and the failure that names what it waited for."""
+
+    def __init__(self, what: str, timeout: float, seen: Callable[[], object] | None) -> None:
+        self.what, self.timeout, self.seen = what, timeout, seen
+        self.at = time.monotonic() + timeout
+
+    def check(self) -> None:
+        if time.monotonic() > self.at:
+            last = f"; last seen: {self.seen()!r}" if self.seen is not None else ""
+            raise AssertionError(
+                f"timed out after {self.timeout:.0f} s waiting for {self.what}{last}"
+            )
+
+
 def wait_until(
     condition: Callable[[], Any],
     what: str,
@@ -26,15 +41,11 @@ def wait_until(
     seen: Callable[[], object] | None = None,
 ) -> Any:
     """Poll `condition` (in a thread-free, blocking test) until it is truthy; return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            last = f"; last seen: {seen()!r}" if seen is not None else ""
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{last}")
+    deadline = _Deadline(what, timeout, seen)
+    while not (value := condition()):
+        deadline.check()
         time.sleep(interval)
+    return value
 
 
 async def async_wait_until(
@@ -45,15 +56,11 @@ async def async_wait_until(
     seen: Callable[[], object] | None = None,
 ) -> Any:
     """The same, in an async test: the event loop runs while it waits."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            last = f"; last seen: {seen()!r}" if seen is not None else ""
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{last}")
+    deadline = _Deadline(what, timeout, seen)
+    while not (value := condition()):
+        deadline.check()
         await asyncio.sleep(interval)
+    return value
 
 
 async def pilot_until(
@@ -64,15 +71,11 @@ async def pilot_until(
     seen: Callable[[], object] | None = None,
 ) -> Any:
     """Pause the app (its messages, refreshes and workers run) until `condition` holds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            last = f"; last seen: {seen()!r}" if seen is not None else ""
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{last}")
+    deadline = _Deadline(what, timeout, seen)
+    while not (value := condition()):
+        deadline.check()
         await pilot.pause()
+    return value
 
 
 def pending_repaint(screen: Any) -> bool:

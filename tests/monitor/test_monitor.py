@@ -33,6 +33,18 @@ def _runs_toml(runs: list[dict[str, object]]) -> str:
     return "\n".join(out)
 
 
+async def _state_with_history(monitor: Monitor, state: RunState) -> None:
+    """Wait for run "r" in `state` with its log's history loaded (the probe and the
+    history load run at once and finish in either order)."""
+    assert await monitor.wait_for(
+        lambda m: m.run_view("r").state == state and m.run_view("r").tail_status == "following",
+        15,
+    ), (
+        f"timed out waiting for the run {state.value} with its history loaded: "
+        f"{monitor.run_view('r').state}, {monitor.run_view('r').tail_status}"
+    )
+
+
 async def test_alive_then_dead_then_unknown_with_events(
     sshd: SshdHost, write_config, tmp_path: Path
 ) -> None:
@@ -53,16 +65,7 @@ async def test_alive_then_dead_then_unknown_with_events(
             try:
                 # Alive comes from the host's probe, the steps and lines from the log's
                 # history: both loads run at once, in either order.
-                assert await monitor.wait_for(
-                    lambda m: (
-                        m.run_view("r").state == RunState.ALIVE
-                        and m.run_view("r").tail_status == "following"
-                    ),
-                    15,
-                ), (
-                    "timed out waiting for the run alive with its history loaded: "
-                    f"{monitor.run_view('r').state}, {monitor.run_view('r').tail_status}"
-                )
+                await _state_with_history(monitor, RunState.ALIVE)
                 view = monitor.run_view("r")
                 assert view.step == 99 and view.loss.slope_per_1k_steps < 0
                 assert view.processes[0].pid == trainer.pid
@@ -293,16 +296,7 @@ async def test_a_probe_that_changes_nothing_shown_changes_no_run(
             try:
                 # Dead comes from the host's probe; the log's history loads at the same
                 # time and changes the run once: the count starts after both.
-                assert await monitor.wait_for(
-                    lambda m: (
-                        m.run_view("r").state == RunState.DEAD
-                        and m.run_view("r").tail_status == "following"
-                    ),
-                    15,
-                ), (
-                    "timed out waiting for the run dead with its history loaded: "
-                    f"{monitor.run_view('r').state}, {monitor.run_view('r').tail_status}"
-                )
+                await _state_with_history(monitor, RunState.DEAD)
                 assert "log quiet for 11m;" in monitor.run_view("r").state_reason
                 run_seq, host_seq = monitor.run_view("r").seq, monitor.host_view("a").seq
                 assert await monitor.wait_for(lambda m: m.host_view("a").seq >= host_seq + 4, 10)
