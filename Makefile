@@ -49,7 +49,7 @@ test: $(STAMP_DEV) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 # sshd and tmux, and the Slurm test bed (slurmctld, slurmd, munge, slurmdbd + MariaDB
 # for sacct); installed only where missing. The tests start their own daemons on
