@@ -65,6 +65,15 @@ class PaneMixin:
     def mark_outdated(self) -> None:
         self.outdated = self.stale = True
 
+    def redraw_if_restyled(self) -> None:
+        """Draw again only if the pane's styles really changed (a new theme): call it
+        after a style pass (`call_later` from `notify_style_update`, since component
+        styles are applied after that call) instead of dropping rendered lines there."""
+        signature = style_signature(self)
+        if signature != getattr(self, "_styles_seen", None):
+            self._styles_seen = signature
+            self.redraw()  # a no-op before the pane has data
+
     def draw_or_defer(self) -> None:
         """Called by update methods after storing new data."""
         self.outdated = False

@@ -17,7 +17,7 @@ from textual.strip import Strip
 
 from dflash_tui.monitor.views import HostView, RunView
 from dflash_tui.ui import format as fmt
-from dflash_tui.ui.panes.base import PaneMixin, same_text, style_signature
+from dflash_tui.ui.panes.base import PaneMixin, same_text
 
 FRESH_PROBE_S = 10  # a probe younger than this reads "<10s ago": it is current
 
@@ -65,7 +65,6 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         self._lines: list[Text] = []  # the lines shown
         self._strips: dict[int, tuple[int, Strip]] = {}  # line number: (width, rendered line)
         self.line_renders = 0  # lines rendered to strips (tests read it)
-        self._styles_seen: tuple[Any, ...] | None = None  # style_signature at the last check
 
     @property
     def shown_text(self) -> str:
@@ -93,16 +92,7 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         # is applied per render): only a real change of style needs a new draw, and
         # the component styles are applied after this call, so look once it returns.
         super().notify_style_update()
-        self.call_later(self._restyle)
-
-    def _restyle(self) -> None:
-        """A new look (theme, CSS) is drawn at once; a re-application that changed
-        nothing renders nothing."""
-        signature = style_signature(self)
-        if signature != self._styles_seen:
-            self._styles_seen = signature
-            if self._lines:
-                self.redraw()
+        self.call_later(self.redraw_if_restyled)
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"hosts--{name}", partial=True)

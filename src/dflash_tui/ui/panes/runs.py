@@ -36,7 +36,7 @@ from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import RunView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.actions import binding_for
-from dflash_tui.ui.panes.base import PaneMixin, same_text, style_signature
+from dflash_tui.ui.panes.base import PaneMixin, same_text
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,6 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
         self._texts: dict[str, Text] = {}
         self._cells: dict[str, tuple[Text, ...]] = {}
         self._strips: dict[str, Strip] = {}
-        self._styles_seen: tuple[object, ...] | None = None  # style_signature at the last check
         self._header: Strip | None = None
         self._shown: dict[str, tuple[tuple[object, ...], Strip]] = {}  # final line per row
         self._ages: tuple[tuple[str, bool], ...] = ()  # the age column at the last draw
@@ -319,14 +318,7 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
         super().notify_style_update()
         self._header = None
         self._shown.clear()
-        self.call_later(self._restyle)
-
-    def _restyle(self) -> None:
-        signature = style_signature(self)
-        if signature != self._styles_seen:
-            self._styles_seen = signature
-            if self._texts:
-                self.redraw()
+        self.call_later(self.redraw_if_restyled)
 
     def _pad(self, col: Column, text: str, style: Style | str = "") -> Text:
         text = fmt.clip(text, col.width)
