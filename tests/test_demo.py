@@ -12,7 +12,7 @@ from pathlib import Path
 from dflash_tui.config import load_config
 from dflash_tui.demo.cluster import DemoCluster, demo_config_text
 from dflash_tui.remote import HostPool
-from tests.testbed import free_port
+from tests.testbed import free_port_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ def test_repo_hosts_toml_is_the_demo_config_on_fixed_ports() -> None:
 
 
 def test_demo_serves_until_interrupted_and_cleans_up(tmp_path: Path) -> None:
-    port = free_port()
+    port = free_port_run(3)  # the demo serves on port, port + 1 and port + 2
     demo = subprocess.Popen(
         [
             sys.executable,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -33,6 +34,34 @@ def free_port(address: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((address, 0))
         return sock.getsockname()[1]
+
+
+def free_port_run(count: int, address: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive free ports, below the kernel's ephemeral range.
+
+    A port from `free_port` is ephemeral: its neighbours are handed to outgoing
+    connections (the suite's own SSH clients), so a server that needs port+1 and
+    port+2 too found one taken now and then. Here every port of the run is bound at
+    once, in a range that outgoing connections never use."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(10000, low - count)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind((address, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports below {low} on {address}")
 
 
 def wait_for_port(
