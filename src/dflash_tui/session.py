@@ -60,6 +60,7 @@ STOP_TIMEOUT_S = 8.0
 JOBS_POLL_S = 5.0
 STORE_PROBE_S = 30.0  # a HeadBucket per store; stores change rarely
 CALIBRATION_TTL_S = 30.0
+COMPLETION_SESSIONS = 2  # SSH sessions path completion may hold on one host at once
 
 
 # --------------------------------------------------------------------------- events
@@ -228,6 +229,7 @@ class ConsoleSession:
         self._after_start: list[tuple[str, Callable[[], Awaitable[None]]]] = []
         self._store_checks: dict[str, Any] = {}  # store name -> transfer.s3.probe.StoreCheck
         self._store_clients: dict[str, Any] = {}  # store name -> S3Store (made on first use)
+        self._completion_slots: dict[str | None, asyncio.Semaphore] = {}  # per host
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -779,15 +781,26 @@ class ConsoleSession:
 
     async def complete_path(self, host: str | None, prefix: str) -> list[str]:
         """Completions of `prefix` on `host` (None: this machine; a store's name: its keys)
-        for the relay form."""
-        from dflash_tui.transfer import complete_path
+        for the relay form: up to LISTING_LIMIT, raising CompletionError with the reason.
 
-        if host is not None and host in self.config.stores:
-            from dflash_tui.transfer.s3.probe import complete_store
+        At most COMPLETION_SESSIONS listings run at once per place, whatever the forms
+        ask: completion must never use up a host's SSH sessions (sshd's MaxSessions).
+        """
+        from dflash_tui.transfer.completion import LISTING_LIMIT, CompletionError, complete_path
 
-            return await complete_store(self._store_client(host), prefix)
+        slots = self._completion_slots.get(host)
+        if slots is None:
+            slots = self._completion_slots[host] = asyncio.Semaphore(COMPLETION_SESSIONS)
+        async with slots:
+            if host is not None and host in self.config.stores:
+                from dflash_tui.transfer.s3.probe import complete_store
 
-        return [c.text for c in await complete_path(self.pool, host, prefix)]
+                try:
+                    return await complete_store(self._store_client(host), prefix, LISTING_LIMIT)
+                except Exception as exc:  # botocore's errors: the reason, not a traceback
+                    raise CompletionError(f"store {host}: {exc}") from None
+            found = await complete_path(self.pool, host, prefix, limit=LISTING_LIMIT)
+            return [c.text for c in found]
 
 
 def _view_from_live(transfer_id: str, t: _LiveTransfer) -> TransferView:

@@ -338,8 +338,10 @@ PROBE = r""""$@" 2>&1"""
 
 # Path completion: up to $3 entries of directory $1 whose names start with $2
 # (taken literally: a quoted word in a pattern matches itself), `TYPE NAME\0`.
+# Exit 3: no such directory; 4: it cannot be read.
 COMPLETE = r"""export LC_ALL=C
-cd -- "$1" 2>/dev/null || exit 3
+[ -d "$1" ] || exit 3
+cd -- "$1" 2>/dev/null && [ -r . ] || exit 4
 n=0
 for f in "$2"*; do
   case $f in .|..) continue ;; esac

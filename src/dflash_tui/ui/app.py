@@ -26,6 +26,7 @@ from textual import events, on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.dom import DOMNode
 from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import TabbedContent
@@ -41,6 +42,7 @@ from dflash_tui.session import LeaderboardChanged as CoreLeaderboardChanged
 from dflash_tui.session import TransfersChanged as CoreTransfersChanged
 from dflash_tui.ui import actions, messages
 from dflash_tui.ui.glyphs import AsciiCommandPalette, use_common_glyphs
+from dflash_tui.ui.guard import ERROR_LOG_NAME, ErrorDesk, Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 from dflash_tui.ui.panes.header import HeaderBar
 from dflash_tui.ui.panes.hosts import HostsPane
@@ -69,7 +71,7 @@ NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
 
-class DflashApp(App[int]):
+class DflashApp(Guarded, App[int]):
     """The console. `session` supplies snapshots and takes intents; see the module docstring."""
 
     CSS_PATH = "app.tcss"
@@ -116,6 +118,10 @@ class DflashApp(App[int]):
         self._stopping = False
         self._main_ready = False  # the main screen is composed (False while it recomposes)
         self._panes_of: dict[int, tuple[Screen, list[LogPane]]] = {}  # _log_panes, per screen
+        self._up = False  # the main screen was shown once: from then on nothing ends the App
+        self.error_desk = ErrorDesk(
+            Path(self.config.console.state_dir) / ERROR_LOG_NAME, self._notify_error
+        )
 
     # ------------------------------------------------------------------ setup
 
@@ -143,7 +149,7 @@ class DflashApp(App[int]):
 
     def main_screen_ready(self, screen: MainScreen) -> None:
         """The main screen is composed: fill every pane and focus the runs table."""
-        self._main_ready = True
+        self._main_ready = self._up = True
         self.fill_all()
         screen.query_one(RunsTable).focus()
 
@@ -172,6 +178,26 @@ class DflashApp(App[int]):
             main.query_one(TabbedContent).active = self.active_tab
         if self.screen is main:
             main.focus_target(focused or "runs").focus()
+
+    # ------------------------------------------------------------------ errors
+
+    def _handle_exception(self, error: Exception) -> None:
+        """What Textual calls with an exception nothing caught (a worker, a timer, a
+        widget of Textual's own): once the console is up it goes to the error desk
+        (`ui/guard.py`) and the console stays; before that, or while quitting,
+        Textual's own handling (a console that cannot start says why and exits 1)."""
+        if not self.take_error(error):
+            super()._handle_exception(error)
+
+    def take_error(self, error: Exception, node: object = None, during: str = "") -> bool:
+        """Hand `error` to the error desk if the console is up; False: let it end the App."""
+        if not self._up or self._stopping or self._exit:
+            return False
+        self.error_desk.take(error, node if isinstance(node, DOMNode) else None, during)
+        return True
+
+    def _notify_error(self, text: str) -> None:
+        self.notify(text, title="unexpected error", severity="error", timeout=20)
 
     # ------------------------------------------------------------------ core events
 
@@ -734,7 +760,7 @@ class DflashApp(App[int]):
 
         form = RelayForm(
             list(self.config.hosts), self.session.complete_path, stores=list(self.config.stores)
-        )
+        )  # the form keeps its own listings; the session bounds the sessions per host
         self.push_screen(form, started)
 
     @work(group="transfer", exit_on_error=False)

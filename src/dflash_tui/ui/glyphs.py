@@ -14,6 +14,8 @@ from __future__ import annotations
 from textual.command import CommandPalette, SearchIcon
 from textual.scrollbar import ScrollBar, ScrollBarRender
 
+from dflash_tui.ui.guard import Guarded
+
 SEARCH_ICON = ">"
 
 
@@ -29,7 +31,7 @@ def use_common_glyphs() -> None:
     ScrollBar.renderer = WholeCellScrollBarRender
 
 
-class AsciiCommandPalette(CommandPalette):
+class AsciiCommandPalette(Guarded, CommandPalette):
     """Textual's command palette with an ASCII search icon."""
 
     def on_mount(self) -> None:

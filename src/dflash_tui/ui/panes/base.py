@@ -19,6 +19,8 @@ from rich.text import Text
 from textual import events
 from textual.message import Message
 
+from dflash_tui.ui.guard import Guarded
+
 
 def style_signature(widget: Any) -> tuple[Any, ...]:
     """The styles a line-API pane paints with: its own and its component classes'.
@@ -38,7 +40,7 @@ def same_text(a: Text, b: Text) -> bool:
     return a.plain == b.plain and a.style == b.style and a.spans == b.spans
 
 
-class PaneMixin:
+class PaneMixin(Guarded):
     """Mix into a Widget; implement `draw()` from the snapshot the update method stored."""
 
     class Shown(Message):

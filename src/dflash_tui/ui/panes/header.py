@@ -17,11 +17,12 @@ from textual.widgets import Static
 
 from dflash_tui.monitor.views import HostView, RunView
 from dflash_tui.ui import format as fmt
+from dflash_tui.ui.guard import Guarded
 
 ORDER = ("alive", "stalled", "dead", "unknown")
 
 
-class HeaderBar(Static):
+class HeaderBar(Guarded, Static):
     _shown: tuple[str, list] = ("", [])
 
     COMPONENT_CLASSES = {

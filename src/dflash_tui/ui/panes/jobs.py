@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 from dflash_tui.evals.jobs import PENDING_NOTE
 from dflash_tui.session import TransferView
 from dflash_tui.ui import format as fmt
+from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 
 NO_JOBS = (
@@ -64,7 +65,7 @@ def job_state(job: Any) -> tuple[str, str]:
     return job.state, detail
 
 
-class JobsTable(DataTable):
+class JobsTable(Guarded, DataTable):
     """Eval jobs keyed by id."""
 
     COMPONENT_CLASSES = {

@@ -29,6 +29,7 @@ from dflash_tui.evals.leaderboard import format_metric, format_ratio
 from dflash_tui.evals.served.board import SERVED_LABEL, row_cells
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.actions import binding_for
+from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 
 PLACEHOLDER = (
@@ -42,14 +43,14 @@ MAX_METRICS_COMPACT = 3
 MAX_METRICS_WIDE = 6
 
 
-class LeaderboardTable(DataTable):
+class LeaderboardTable(Guarded, DataTable):
     """Rows keyed by checkpoint name; enter opens the per-task drill-down."""
 
     BINDINGS = [binding_for("leaderboard.tasks")]
     COMPONENT_CLASSES = {"board--baseline", "board--dim", "board--job"}
 
 
-class ServedTable(DataTable):
+class ServedTable(Guarded, DataTable):
     """The suite's served rows (real decoding): read-only, the keys act on the offline rows."""
 
     can_focus = False

@@ -23,12 +23,13 @@ from textual.strip import Strip
 from textual.widgets import Input, Log, Static
 
 from dflash_tui.monitor.views import LogLine
+from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 
 MAX_LINES = 1000  # the monitor keeps 1000 recent lines per run; a full Log never re-lays the screen
 
 
-class LogLines(Log):
+class LogLines(Guarded, Log):
     """Textual's Log that renders each line once, however often it scrolls.
 
     Every frame in which the log moves by its new lines repaints its whole

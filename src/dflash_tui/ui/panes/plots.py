@@ -36,6 +36,7 @@ from textual_plotext import PlotextPlot
 
 from dflash_tui.monitor.history import HistorySeries
 from dflash_tui.ui import format as fmt
+from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 
 MIN_INTERVAL_S = 1.0
@@ -101,7 +102,7 @@ def step_ticks(lo: int, hi: int, count: int) -> tuple[list[int], list[str]]:
     return ticks, [label(t) for t in ticks]
 
 
-class ChartView(Vertical):
+class ChartView(Guarded, Vertical):
     """A one-line caption over a plot."""
 
     DEFAULT_CSS = """

@@ -24,6 +24,7 @@ from textual_plotext import PlotextPlot
 
 from dflash_tui.evals.leaderboard import format_metric
 from dflash_tui.evals.progress import DEFAULT_METRICS, MetricSeries, RunProgress
+from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 from dflash_tui.ui.panes.plots import step_ticks
 
@@ -97,7 +98,7 @@ def shown_metrics(progress: RunProgress | None) -> list[str]:
     return wanted or list(progress.series)[:MAX_CHARTS]
 
 
-class ProgressChart(Vertical):
+class ProgressChart(Guarded, Vertical):
     """A caption (latest value, the baseline's, the ratio) over one metric's chart."""
 
     DEFAULT_CSS = """

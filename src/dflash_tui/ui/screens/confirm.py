@@ -8,8 +8,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from dflash_tui.ui.guard import Guarded
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class ConfirmScreen(Guarded, ModalScreen[bool]):
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n,escape", "answer(False)", "No"),

@@ -12,6 +12,7 @@ from dflash_tui.monitor.history import Trend
 from dflash_tui.monitor.views import RunView
 from dflash_tui.ui import actions
 from dflash_tui.ui import format as fmt
+from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.runs import state_label
 
 
@@ -104,7 +105,7 @@ def detail_text(view: RunView, now: float) -> Text:
     return out
 
 
-class DetailScreen(Screen[None]):
+class DetailScreen(Guarded, Screen[None]):
     BINDINGS = actions.bindings(actions.DETAIL)
     screen_name = actions.DETAIL
     DEFAULT_CSS = "DetailScreen #detail-body { width: 1fr; height: auto; padding: 0 1; }"

@@ -7,10 +7,11 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from dflash_tui.ui import actions
+from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.log import LogPane
 
 
-class LogScreen(Screen[None]):
+class LogScreen(Guarded, Screen[None]):
     BINDINGS = actions.bindings(actions.LOG)
     screen_name = actions.LOG
 

@@ -21,6 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from dflash_tui.ui import actions
+from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 from dflash_tui.ui.panes.header import HeaderBar
 from dflash_tui.ui.panes.hosts import HostsPane
@@ -53,7 +54,7 @@ def wants_split(width: int, height: int) -> bool:
     return width >= SPLIT_MIN_WIDTH and height >= SPLIT_MIN_HEIGHT
 
 
-class MainScreen(Screen[None]):
+class MainScreen(Guarded, Screen[None]):
     BINDINGS = actions.bindings(actions.MAIN)
     screen_name = actions.MAIN
 

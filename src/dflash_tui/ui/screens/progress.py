@@ -15,10 +15,11 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from dflash_tui.ui import actions
+from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.progress import ProgressPane
 
 
-class ProgressScreen(Screen[None]):
+class ProgressScreen(Guarded, Screen[None]):
     BINDINGS = actions.bindings(actions.PROGRESS)
     screen_name = actions.PROGRESS
     DEFAULT_CSS = """

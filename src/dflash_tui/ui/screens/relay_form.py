@@ -1,24 +1,34 @@
 """The relay form (`t`): source and destination as `host:path`, `STORE:path` (a
-`[stores.NAME]`) or a local path, with completion of remote paths and store keys; submitting hands both words to the App, which starts
-the transfer in the core.
+`[stores.NAME]`) or a local path, with completion of remote paths and store keys;
+submitting hands both words to the App, which starts the transfer in the core.
 
-Completion is a function the App passes in (it asks the session); the form
-never talks to a host itself.
+Completion works as a shell's: a keystroke waits DEBOUNCE_S for the next one (a
+newer keystroke cancels the older wait), then completes from the directory's
+listing, which the form's `PathCompleter` asks the host for once and keeps for
+the form's life. What is shown is computed for the text in the field when it
+arrives; a result for older text, or for a form that has closed, is dropped
+(`guard.deliver`). The form never talks to a host itself: the lister the App
+passes in (the session's) does, at most two listings at a time per host.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+from collections.abc import Sequence
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.suggester import Suggester
+from textual.suggester import SuggestionReady
 from textual.widgets import Button, Input, Label, Static
 
-Complete = Callable[[str | None, str], Awaitable[list[str]]]
+from dflash_tui.transfer.completion import CompletionError, Lister, PathCompleter
+from dflash_tui.ui.guard import Guarded, deliver
+
+DEBOUNCE_S = 0.15
+SHOWN_CANDIDATES = 12
 
 
 def split_word(word: str, hosts: Sequence[str]) -> tuple[str | None, str]:
@@ -35,41 +45,16 @@ def _name(path: str) -> str:
     return name + "/" if path.endswith("/") else name
 
 
-class PathSuggester(Suggester):
-    """Suggests the first completion of the word typed so far (right arrow accepts it)."""
-
-    def __init__(
-        self,
-        hosts: Sequence[str],
-        complete: Complete,
-        show: Callable[[list[str], str | None], None],
-    ) -> None:
-        super().__init__(use_cache=False, case_sensitive=True)
-        self.hosts = list(hosts)
-        self.complete = complete
-        self.show = show
-
-    async def get_suggestion(self, value: str) -> str | None:
-        if not value:
-            self.show([f"{h}:" for h in self.hosts], None)
-            return None
-        if ":" not in value and "/" not in value:
-            names = [f"{h}:" for h in self.hosts if h.startswith(value)]
-            if names:
-                self.show(names, None)
-                return names[0]
-        host, path = split_word(value, self.hosts)
-        try:
-            found = await self.complete(host, path)
-        except Exception as exc:
-            self.show([], f"cannot complete: {exc}")
-            return None
-        prefix = f"{host}:" if host else ""
-        self.show([_name(c) for c in found], None)
-        return prefix + found[0] if found else None
+def placeholders(hosts: Sequence[str]) -> tuple[str, str]:
+    """Examples in the form's fields, from the configured hosts (not the demo's)."""
+    if not hosts:
+        return "/path/to/checkpoint", "/path/to/models/"
+    src = hosts[0]
+    dst = hosts[1] if len(hosts) > 1 else hosts[0]
+    return f"{src}:checkpoints/step-4000", f"{dst}:models/"
 
 
-class RelayForm(ModalScreen[tuple[str, str] | None]):
+class RelayForm(Guarded, ModalScreen[tuple[str, str] | None]):
     """Returns (source, destination) on submit, None on cancel."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", show=False)]
@@ -81,17 +66,18 @@ class RelayForm(ModalScreen[tuple[str, str] | None]):
     RelayForm Horizontal { height: auto; align-horizontal: right; }
     RelayForm Button { margin: 0 0 0 1; min-width: 10; }
     """
+    FIELDS = ("src", "dst")
 
-    def __init__(
-        self, hosts: Sequence[str], complete: Complete, *, stores: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, hosts: Sequence[str], lister: Lister, *, stores: Sequence[str] = ()) -> None:
         super().__init__()
         self.hosts = list(hosts)
         self.stores = list(stores)
         self.places = self.hosts + self.stores  # both are `NAME:path`
-        self.complete = complete
+        self.completer = PathCompleter(lister)
+        self.shown: dict[str, str] = {}  # field -> the text its candidates are for (tests)
 
     def compose(self) -> ComposeResult:
+        src_example, dst_example = placeholders(self.hosts)
         with Vertical(id="relay-box") as box:
             box.border_title = "Relay: copy between hosts, verified (esc cancels)"
             yield Label(
@@ -99,18 +85,10 @@ class RelayForm(ModalScreen[tuple[str, str] | None]):
                 if self.stores
                 else "Source (host:path or a local path)"
             )
-            yield Input(
-                placeholder="storage:models/step4000",
-                id="relay-src",
-                suggester=PathSuggester(self.places, self.complete, self._shower("src")),
-            )
+            yield Input(placeholder=src_example, id="relay-src")
             yield Static("", id="relay-src-candidates", classes="candidates", markup=False)
             yield Label("Destination")
-            yield Input(
-                placeholder="evalbox:models/",
-                id="relay-dst",
-                suggester=PathSuggester(self.places, self.complete, self._shower("dst")),
-            )
+            yield Input(placeholder=dst_example, id="relay-dst")
             yield Static("", id="relay-dst-candidates", classes="candidates", markup=False)
             stores = f"; stores: {', '.join(self.stores)}" if self.stores else ""
             yield Static(
@@ -124,14 +102,74 @@ class RelayForm(ModalScreen[tuple[str, str] | None]):
 
     def on_mount(self) -> None:
         self.query_one("#relay-src", Input).focus()
+        for field in self.FIELDS:
+            self._show(field, "", [f"{p}:" for p in self.places], None, None)
 
-    def _shower(self, field: str) -> Callable[[list[str], str | None], None]:
-        def show(candidates: list[str], error: str | None) -> None:
-            text = error or "  ".join(candidates[:12])
-            if self.is_attached:
-                self.query_one(f"#relay-{field}-candidates", Static).update(text)
+    def on_unmount(self) -> None:
+        self.completer.close()
 
-        return show
+    # ------------------------------------------------------------------ completion
+
+    @on(Input.Changed, "#relay-src")
+    @on(Input.Changed, "#relay-dst")
+    def _typed(self, event: Input.Changed) -> None:
+        field = (event.input.id or "").removeprefix("relay-")
+        # exclusive: this keystroke's wait cancels the one before (a listing already
+        # asked of a host is not cancelled: the completer keeps it for the next one)
+        self.run_worker(
+            self._complete(field, event.value),
+            group=f"complete-{field}",
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    async def _complete(self, field: str, value: str) -> None:
+        await asyncio.sleep(DEBOUNCE_S)
+        if not value:
+            deliver(self, self._show, field, value, [f"{p}:" for p in self.places], None, None)
+            return
+        if ":" not in value and "/" not in value:
+            names = [f"{p}:" for p in self.places if p.startswith(value)]
+            if names:
+                deliver(self, self._show, field, value, names, None, names[0])
+                return
+        place, path = split_word(value, self.places)
+        try:
+            found = await self.completer.complete(place, path)
+        except CompletionError as exc:
+            deliver(self, self._show, field, value, [], f"cannot complete: {exc}", None)
+            return
+        except Exception as exc:  # an error of our own: said in the form, not fatal
+            reason = f"{type(exc).__name__}: {exc}"
+            deliver(self, self._show, field, value, [], f"cannot complete: {reason}", None)
+            return
+        prefix = f"{place}:" if place else ""
+        names = [_name(c) for c in found]
+        best = prefix + found[0] if found else None
+        hint = None if found else "no match"
+        deliver(self, self._show, field, value, names, hint, best)
+
+    def _show(
+        self,
+        field: str,
+        value: str,
+        candidates: list[str],
+        hint: str | None,
+        suggestion: str | None,
+    ) -> None:
+        """Show what was completed for `value`, if the field still holds it."""
+        field_input = self.query_one(f"#relay-{field}", Input)
+        if field_input.value != value:
+            return  # typed on since: the newer keystroke's completion will show
+        self.shown[field] = value
+        text = hint or "  ".join(candidates[:SHOWN_CANDIDATES])
+        if len(candidates) > SHOWN_CANDIDATES and not hint:
+            text += f"  (+{len(candidates) - SHOWN_CANDIDATES})"
+        self.query_one(f"#relay-{field}-candidates", Static).update(text)
+        if suggestion and suggestion != value:
+            field_input.post_message(SuggestionReady(value, suggestion))
+
+    # ------------------------------------------------------------------ buttons
 
     @on(Input.Submitted, "#relay-src")
     def _next(self) -> None:
@@ -145,8 +183,10 @@ class RelayForm(ModalScreen[tuple[str, str] | None]):
         if not src or not dst:
             self.notify("Give both a source and a destination.", severity="warning")
             return
+        self.workers.cancel_node(self)  # nothing more to complete
         self.dismiss((src, dst))
 
     @on(Button.Pressed, "#relay-cancel")
     def action_cancel(self) -> None:
+        self.workers.cancel_node(self)
         self.dismiss(None)

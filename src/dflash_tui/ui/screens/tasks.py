@@ -12,9 +12,10 @@ from textual.widgets import DataTable, Footer, Static
 
 from dflash_tui.evals.leaderboard import format_metric, format_ratio
 from dflash_tui.ui import actions
+from dflash_tui.ui.guard import Guarded
 
 
-class TasksScreen(Screen[None]):
+class TasksScreen(Guarded, Screen[None]):
     BINDINGS = actions.bindings(actions.DETAIL)
     screen_name = actions.DETAIL
     DEFAULT_CSS = """
