@@ -13,18 +13,22 @@ apart with an occasional 1-2 s pause so late results (completions, probes, evals
 
 Every 50 events, and at the end, it reads the pane (`capture-pane`, with history) for a
 Python traceback and asks tmux whether the console is still alive; an exit of any kind
-counts as a crash, since the monkey never presses quit. At the end it also reads any
-`console-errors.log` under the demo's directory (the console's crash log in its
-state_dir; no file means nothing was logged) and counts a traceback there as a crash.
-Finally it closes the console with Escape and `q` and expects exit status 0.
+counts as a crash, since the monkey never presses quit. It also reads the console's
+`console-errors.log` (in its state_dir, `DIR/demo/state/`; no file means nothing was
+logged): the console catches an unexpected exception, logs its traceback there and
+carries on (ui/guard.py), so an "unexpected error" entry is a failure too, though
+the console stays up; "dropped a late result" entries (a result for a widget that has
+closed) are counted, not failures. The first failure of either kind ends the soak.
+Finally it closes the console with Escape and `q` and expects exit status 0, and
+reports every `console-errors.log` under the directory (line count, first traceback).
 
 The sizes run one after the other (each its own tmux server, demo directory and ports),
 so they do not share the cores. Each size replays the same seeded sequence of events
 (timing on a loaded machine varies, so a replay is close, not exact).
 
-On a crash: prints the seed, the event index, the last 30 events sent and the captured
-pane, and exits 1. Otherwise one summary line per size (events, events/s, screens seen)
-and exit 0.
+On a failure: prints the seed, the event index, the last 30 events sent and the captured
+pane (or the logged traceback), goes on with the next size, and exits 1. Otherwise one
+summary line per size (events, events/s, screens seen, failures 0) and exit 0.
 
     .venv/bin/python bench/monkey.py                              # 2 minutes, 80x24 then 160x48
     .venv/bin/python bench/monkey.py --minutes 1 --sizes 80x24 --seed 1
@@ -60,7 +64,11 @@ except ModuleNotFoundError:  # Python 3.10, as the project's config loader does
 from dflash_tui.keymap import ACTIONS, normalize_key  # noqa: E402
 from tests.testbed import free_port_run  # noqa: E402
 
-CHECK_EVERY = 50  # events between two reads of the pane
+ERROR_LOG = "console-errors.log"  # dflash_tui.ui.guard.ERROR_LOG_NAME, under state_dir
+# Each entry of that log starts with a UTC stamp.
+LOG_ENTRY = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ", re.MULTILINE)
+CHECK_EVERY = 50  # events between two checks for a crash
+LOOK_EVERY = 10  # events between two looks at which screen shows
 LAST_EVENTS = 30  # events shown with a crash
 START_TIMEOUT_S = 120.0  # the demo's hosts, trainers and first refresh
 QUIT_KEYS = {"q", "ctrl+c", "ctrl+q"}  # plus every key of the quit action
@@ -217,27 +225,31 @@ class Tmux:
 
 
 def screen_name(text: str) -> str:
-    """Which screen the pane shows, roughly: a modal's title, else the footer's keys."""
-    if "Keys (esc closes" in text:
-        return "help"
-    if "Relay: copy between" in text:
-        return "relay form"
-    if "─ Confirm " in text:
-        return "confirm"
-    if "Search for commands" in text:
-        return "command palette"
-    if "show lines containing" in text:
-        return "log filter"
-    lines = [line for line in text.splitlines() if line.strip()]
-    footer = " ".join(lines[-1].split()) if lines else ""
-    for prefix, name in [
-        ("l Log q Quit", "main"),
-        ("esc Back l Log", "log (full screen)"),
-        ("esc Back p Progress", "progress"),
-        ("esc Back q Quit", "detail/tasks"),
+    """Which screen the pane shows, roughly: a modal's title, else what the footer offers."""
+    for marker, name in [
+        ("Keys (esc closes", "help"),
+        ("Relay: copy between", "relay form"),
+        ("─ Confirm ", "confirm"),
+        ("Search for commands", "command palette"),
+        ("show lines containing", "log filter"),
     ]:
-        if footer.startswith(prefix):
+        if marker in text:
             return name
+    lines = [line for line in text.splitlines() if line.strip()]
+    footers = [line for line in lines[-4:] if "Keys" in line or "Commands" in line]
+    if not footers:  # a toast or a modal covers the bottom line
+        return "other (no footer on screen)"
+    footer = " ".join(footers[-1].split())
+    if "esc Back" in footer:
+        if "Follow" in footer or "Filter" in footer:
+            return "log (full screen)"
+        if "Progress" in footer:
+            return "progress"
+        return "detail/tasks"
+    if "q Quit" in footer:
+        return "main"
+    if "Keys" in footer:
+        return "main, a field focused"
     return f"other: {footer[:40]!r}"
 
 
@@ -262,20 +274,25 @@ class Result:
     seconds: float = 0.0
     screens: dict[str, int] = field(default_factory=dict)
     exception_lines: set[str] = field(default_factory=set)
-    crash: str = ""  # why, when it crashed
+    crash: str = ""  # why, when it crashed or logged an unexpected error
+    kind: str = ""  # "crash" (a traceback on screen, an exit) or "logged error"
     crash_index: int = -1
     last_events: list[str] = field(default_factory=list)
     pane: str = ""
-    errors_log: str = ""  # a summary of console-errors.log
+    errors_log: str = ""  # a summary of every console-errors.log under the directory
+    logged_errors: int = 0  # "unexpected error" entries
+    late_dropped: int = 0  # "dropped a late result" entries
     exit_status: str = ""  # after q at the end
 
 
-def kill_leftovers(base: Path) -> int:
-    """End what the demo started and left (trainers and jobs run in their own sessions,
-    so tmux's hangup does not reach them): every process whose command line names our
-    own demo directory. Returns how many were found."""
-    found = subprocess.run(["pgrep", "-f", str(base)], capture_output=True, text=True)
-    pids = [int(p) for p in found.stdout.split() if int(p) != os.getpid()]
+def kill_leftovers(base: Path) -> list[str]:
+    """End what the demo started and left (trainers and eval jobs run in their own
+    sessions, so tmux's hangup does not reach them): every process whose command line
+    names our own demo directory. Returns their command lines."""
+    found = subprocess.run(["pgrep", "-af", str(base)], capture_output=True, text=True)
+    procs = [line.split(" ", 1) for line in found.stdout.splitlines() if line.strip()]
+    pids = [int(p[0]) for p in procs if int(p[0]) != os.getpid()]
+    commands = [p[1] if len(p) > 1 else "" for p in procs if int(p[0]) != os.getpid()]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -283,22 +300,38 @@ def kill_leftovers(base: Path) -> int:
         deadline = time.monotonic() + 5
         while sig == signal.SIGTERM and time.monotonic() < deadline:
             if not any(Path(f"/proc/{p}").exists() for p in pids):
-                return len(pids)
+                return commands
             time.sleep(0.2)
-    return len(pids)
+    return commands
 
 
-def read_errors_log(base: Path) -> tuple[str, str]:
-    """(summary, first traceback) of every console-errors.log under `base`."""
-    logs = sorted(base.rglob("console-errors.log"))
+def log_entries(text: str) -> tuple[list[str], int]:
+    """The unexpected-error entries of a console-errors.log, and how many late results
+    it dropped."""
+    starts = [m.start() for m in LOG_ENTRY.finditer(text)] or ([0] if text.strip() else [])
+    entries = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+    dropped = sum(1 for e in entries if " dropped a late result" in e.split("\n", 1)[0])
+    errors = [e for e in entries if " dropped a late result" not in e.split("\n", 1)[0]]
+    return errors, dropped
+
+
+def read_error_logs(base: Path) -> tuple[str, list[str], int]:
+    """Every console-errors.log under `base` (and its .1): a summary, the unexpected-error
+    entries, the late results dropped."""
+    logs = sorted(base.rglob(ERROR_LOG + "*"))
     if not logs:
-        return "no console-errors.log (nothing logged)", ""
-    parts, trace = [], ""
+        return f"no {ERROR_LOG} (nothing logged)", [], 0
+    parts, errors, dropped = [], [], 0
     for log in logs:
         text = log.read_text(errors="replace")
-        parts.append(f"{log.relative_to(base)}: {len(text.splitlines())} lines")
-        trace = trace or first_traceback(text)
-    return "; ".join(parts), trace
+        e, d = log_entries(text)
+        errors += e
+        dropped += d
+        parts.append(
+            f"{log.relative_to(base)}: {len(text.splitlines())} lines, "
+            f"{len(e)} unexpected errors, {d} late results dropped"
+        )
+    return "; ".join(parts), errors, dropped
 
 
 def soak(size: str, seed: int, minutes: float, base: Path) -> Result:
@@ -313,27 +346,45 @@ def soak(size: str, seed: int, minutes: float, base: Path) -> Result:
         f"env -u COLUMNS -u LINES TERM=tmux-256color {ROOT / '.venv' / 'bin' / 'dflash-tui'} "
         f"demo --dir {demo_dir} --port-base {port}"
     )
+    state_log = demo_dir / "state" / ERROR_LOG  # the demo's hosts.toml: state_dir = "state"
     sent: deque[str] = deque(maxlen=LAST_EVENTS)
 
-    def crashed(why: str, index: int) -> bool:
-        result.crash, result.crash_index = why, index
+    def crashed(why: str, index: int, kind: str = "crash") -> bool:
+        result.crash, result.crash_index, result.kind = why, index, kind
         result.last_events = list(sent)
         result.pane = tmux.screen(history=True)
         return True
 
-    def check(index: int) -> bool:
-        """Read the pane; True when the console crashed."""
+    def look() -> str:
+        """Read the pane; note its screen and any exception-like line."""
         text = tmux.screen()
         name = screen_name(text)
         result.screens[name] = result.screens.get(name, 0) + 1
         for line in text.splitlines():
             if EXCEPTION_LINE.match(line):
                 result.exception_lines.add(line.strip(" │┃|")[:160])
+        return text
+
+    def check(index: int) -> bool:
+        """Read the pane; True when the console crashed."""
+        text = look()
         dead, status = tmux.dead()
         if dead:
             return crashed(f"the console exited (status {status})", index)
         if TRACEBACK in text or TRACEBACK in tmux.screen(history=True):
             return crashed("a traceback in the pane", index)
+        errors, result.late_dropped = [], 0
+        for log in (state_log, state_log.with_name(ERROR_LOG + ".1")):
+            with contextlib.suppress(OSError):
+                e, d = log_entries(log.read_text(errors="replace"))
+                errors += e
+                result.late_dropped += d
+        result.logged_errors = len(errors)
+        if errors:
+            why = f"an unexpected error in {ERROR_LOG} (the console carried on)"
+            crashed(why, index, "logged error")
+            result.pane += f"\n--- {state_log}, first entry ---\n" + errors[0]
+            return True
         return False
 
     try:
@@ -367,8 +418,11 @@ def soak(size: str, seed: int, minutes: float, base: Path) -> Result:
             tmux.send(event)
             sent.append(f"#{index:<6} +{time.monotonic() - began:7.2f}s  {event}")
             time.sleep(pause)
-            if index % CHECK_EVERY == 0 and check(index):
-                break
+            if index % CHECK_EVERY == 0:
+                if check(index):
+                    break
+            elif index % LOOK_EVERY == 0:
+                look()
         result.events = index
         result.seconds = time.monotonic() - began
         if result.crash or check(index):
@@ -396,31 +450,40 @@ def soak(size: str, seed: int, minutes: float, base: Path) -> Result:
             tmux("kill-server")
         left = kill_leftovers(demo_dir)
         if left:
-            print(f"[{size}] ended {left} process(es) the demo left behind", flush=True)
-        result.errors_log, trace = read_errors_log(base)
-        if trace and not result.crash:
-            result.crash = "a traceback in console-errors.log"
-            result.pane = trace
-        elif trace:
-            result.pane += "\n--- console-errors.log, first traceback ---\n" + trace
+            print(f"[{size}] ended {len(left)} process(es) left running by the demo:", flush=True)
+            for command in left:
+                print(f"    {command[:150]}", flush=True)
+        result.errors_log, errors, result.late_dropped = read_error_logs(base)
+        result.logged_errors = len(errors)
+        if errors and not result.crash:
+            result.crash, result.kind = f"an unexpected error in {ERROR_LOG}", "logged error"
+            result.crash_index = result.events
+            result.last_events = list(sent)
+            result.pane = errors[0]
+
+
+def summary_line(r: Result) -> str:
+    """The summary line of one size."""
+    rate = r.events / r.seconds if r.seconds else 0.0
+    return (
+        f"{r.size:>7}  seed {r.seed}  {r.seconds / 60:5.2f} min  {r.events:6d} events  "
+        f"{rate:5.2f} events/s  {len(r.screens)} screens  "
+        f"crashes {1 if r.kind == 'crash' else 0}  unexpected errors logged {r.logged_errors}  "
+        f"late results dropped {r.late_dropped}  exit on q {r.exit_status or '-'}"
+    )
 
 
 def report(r: Result) -> None:
-    rate = r.events / r.seconds if r.seconds else 0.0
     screens = ", ".join(f"{name} x{n}" for name, n in sorted(r.screens.items()))
-    print(
-        f"[{r.size}] seed {r.seed}  {r.seconds / 60:.2f} min  {r.events} events  "
-        f"{rate:.2f} events/s  crashes {1 if r.crash else 0}  exit on q: {r.exit_status or '-'}",
-        flush=True,
-    )
-    print(f"[{r.size}] screens seen ({len(r.screens)}, per check): {screens}", flush=True)
+    print(f"[{r.size}] {summary_line(r).strip()}", flush=True)
+    print(f"[{r.size}] screens seen ({len(r.screens)}; looks per screen): {screens}", flush=True)
     print(f"[{r.size}] {r.errors_log}", flush=True)
     if r.exception_lines:
         print(f"[{r.size}] exception-like lines seen on screen (not counted as crashes):")
         for line in sorted(r.exception_lines):
             print(f"    {line}")
     if r.crash:
-        print(f"\n[{r.size}] CRASH: {r.crash}")
+        print(f"\n[{r.size}] {r.kind.upper()}: {r.crash}")
         print(
             f"  seed {r.seed}, at event #{r.crash_index} (replay: --seed {r.seed} --sizes {r.size})"
         )
@@ -456,16 +519,9 @@ def main(argv: list[str] | None = None) -> int:
             r = soak(size, seed, args.minutes, root / size)
             results.append(r)
             report(r)
-            if r.crash:
-                break
     print("\nsummary:")
     for r in results:
-        rate = r.events / r.seconds if r.seconds else 0.0
-        print(
-            f"  {r.size:>7}  seed {r.seed}  {r.seconds / 60:5.2f} min  {r.events:6d} events  "
-            f"{rate:5.2f} events/s  {len(r.screens)} screens  crashes {1 if r.crash else 0}"
-            f"  exit on q {r.exit_status or '-'}"
-        )
+        print(f"  {summary_line(r)}")
     return 1 if any(r.crash for r in results) else 0
 
 

@@ -114,14 +114,15 @@ class SshdHost:
     max_sessions: int = 10
     extra_config: Sequence[str] = ()
     log_level: str = "ERROR"  # DEBUG3 logs every packet received ("receive packet: type N")
+    home: Path | None = None  # $HOME of its sessions (default: ROOT/home)
     process: subprocess.Popen[bytes] | None = None
     host_key: asyncssh.SSHKey | None = None
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.home = self.root / "home"
-        self.home.mkdir(exist_ok=True)
+        self.home = self.home or self.root / "home"
+        self.home.mkdir(parents=True, exist_ok=True)
         self.log_path = self.root / "sshd.log"
         host_key_path = self.root / "ssh_host_ed25519_key"
         if not host_key_path.exists():

@@ -18,6 +18,7 @@ from dflash_tui.transfer import (
     list_transfers,
     relay,
 )
+from dflash_tui.transfer.completion import CompletionError
 from tests.testbed import SshdHost
 from tests.transfer.conftest import part_files, random_file, relay_env, tree_digest
 
@@ -207,7 +208,8 @@ async def test_remote_path_completion_is_bounded_and_literal(two_hosts) -> None:
         hits = await complete_path(pool, "a", f"{models}/qwen")
         star = await complete_path(pool, "a", f"{models}/qwen*")
         bounded = await complete_path(pool, "a", f"{models}/", limit=2)
-        missing = await complete_path(pool, "a", f"{a.home}/nowhere/x")
+        with pytest.raises(CompletionError, match=r"^no such directory: a:.*/nowhere$"):
+            await complete_path(pool, "a", f"{a.home}/nowhere/x")
     assert [h.text for h in hits] == [
         f"{models}/qwen*/",
         f"{models}/qwen-a/",
@@ -215,7 +217,7 @@ async def test_remote_path_completion_is_bounded_and_literal(two_hosts) -> None:
         f"{models}/qwen-file.json",
     ]
     assert [h.name for h in star] == ["qwen*"]
-    assert len(bounded) == 2 and missing == []
+    assert len(bounded) == 2
 
 
 async def test_hosts_without_python3_fall_back_to_the_range_scripts(two_hosts, monkeypatch) -> None:

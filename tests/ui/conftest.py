@@ -28,6 +28,11 @@ def session() -> FixtureSession:
 
 @pytest.fixture
 def make_app():
+    """DflashApp factory. At the end of the test, no app it made may have reported an
+    unexpected error: the console stays up after one (ui/guard.py), so a test that only
+    looked at the screen would pass over it."""
+    made: list[DflashApp] = []
+
     def make(
         session: FixtureSession | None = None, config: Config | None = None, **kw
     ) -> DflashApp:
@@ -35,6 +40,10 @@ def make_app():
         kw.setdefault("beat", False)  # tests drive the beat: app._beat() or app.flush_now()
         app = DflashApp(session, start_session=False, **kw)
         app.animation_level = "none"  # no sliding tab underline to wait for
+        made.append(app)
         return app
 
-    return make
+    yield make
+    for app in made:
+        errors = [f"{r.where}: {r.error!r}" for r in app.error_desk.reported]
+        assert not errors, f"the console reported unexpected errors: {errors}"

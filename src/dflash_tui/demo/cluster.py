@@ -22,9 +22,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import asyncssh
 
@@ -55,6 +56,32 @@ while [ $i -lt {count} ]; do
     i=$((i + 1))
 done
 """
+
+
+class DemoHostServer(Protocol):
+    """What serves one demo host: its port, its known_hosts line, and a way to stop."""
+
+    port: int
+
+    def known_hosts_line(self) -> str: ...
+    async def stop(self) -> None: ...
+
+
+ServeHost = Callable[
+    [str, Path, asyncssh.SSHKey, str, dict[str, str], int], Awaitable[DemoHostServer]
+]
+
+
+async def serve_with_shell_server(
+    name: str,
+    root: Path,
+    host_key: asyncssh.SSHKey,
+    authorized: str,
+    env: dict[str, str],
+    port: int,
+) -> DemoHostServer:
+    """The demo's own host: an asyncssh server in this process running /bin/sh in `root`."""
+    return await ShellServer(name, root, host_key, authorized, env).start(port)
 
 
 def path_without(command: str, path: str, shadow_root: Path) -> list[str]:
@@ -110,14 +137,19 @@ class DemoCluster:
         port_base: int | None = None,
         runs: tuple[DemoRun, ...] = DEMO_RUNS,
         eval_assets: bool = True,
+        serve_host: ServeHost | None = None,
     ) -> None:
+        """`serve_host` serves one host in place of the in-process ShellServer (tests
+        put OpenSSH's sshd there); it gets the host's name, root, host key, the
+        client's authorized key and environment, and the port (0: any)."""
         self._own_base = base is None
         self.runs = tuple(runs)
         self.build_eval_assets = eval_assets
         self.base = Path(base or tempfile.mkdtemp(prefix="dflash-demo-")).resolve()
         self.trainer_interval_s = trainer_interval_s
         self.port_base = port_base
-        self.servers: dict[str, ShellServer] = {}
+        self.serve_host = serve_host or serve_with_shell_server
+        self.servers: dict[str, DemoHostServer] = {}
         self.trainers: list[subprocess.Popen[bytes]] = []
         self.config_path = self.base / "hosts.toml"
         self.known_hosts_path = self.base / "known_hosts"
@@ -204,16 +236,16 @@ class DemoCluster:
         client_key = self._key(self.client_key_path)
         authorized = client_key.export_public_key("openssh").decode()
         for offset, name in enumerate(HOSTS):
-            server = ShellServer(
-                name,
-                self.host_root(name),
-                self._key(self.base / "keys" / f"{name}_host_key"),
-                authorized,
-                self._env(name),
-            )
             port = self.port_base + offset if self.port_base else 0
             try:
-                self.servers[name] = await server.start(port)
+                self.servers[name] = await self.serve_host(
+                    name,
+                    self.host_root(name),
+                    self._key(self.base / "keys" / f"{name}_host_key"),
+                    authorized,
+                    self._env(name),
+                    port,
+                )
             except OSError as exc:
                 await self.stop()
                 raise OSError(

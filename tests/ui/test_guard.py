@@ -1,0 +1,172 @@
+"""The console never dies: a failing handler or worker is shown and logged and the
+console goes on; a result for a form or widget that has gone is dropped quietly."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+from textual.message_pump import MessagePump
+from textual.widgets import Input, Static
+
+import dflash_tui.ui
+from dflash_tui.transfer.completion import CompletionError
+from dflash_tui.ui.app import DflashApp
+from dflash_tui.ui.guard import Guarded
+from dflash_tui.ui.screens.main import MainScreen
+from dflash_tui.ui.screens.relay_form import RelayForm
+from tests.ui.fixture_session import FixtureSession
+from tests.waiting import pilot_until
+
+
+def ui_classes() -> list[type]:
+    """Every App, Screen and Widget class defined in dflash_tui.ui."""
+    found = []
+    for info in pkgutil.walk_packages(dflash_tui.ui.__path__, "dflash_tui.ui."):
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == info.name and issubclass(cls, MessagePump):
+                found.append(cls)
+    return found
+
+
+def test_every_ui_class_dispatches_through_the_guard() -> None:
+    classes = ui_classes()
+    assert len(classes) > 20
+    unguarded = [c.__qualname__ for c in classes if not issubclass(c, Guarded)]
+    assert not unguarded, f"add Guarded to the bases of {unguarded}"
+
+
+class GatedSession(FixtureSession):
+    """Path listings wait for the test to let them through (a slow host)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.asked: list[tuple[str | None, str]] = []
+        self.answered = 0
+        self.fail_with: Exception | None = None
+
+    async def complete_path(self, host: str | None, prefix: str) -> list[str]:
+        self.asked.append((host, prefix))
+        await self.gate.wait()
+        self.answered += 1
+        if self.fail_with is not None:
+            raise self.fail_with
+        return await super().complete_path(host, prefix)
+
+
+def notices(app: DflashApp) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
+async def test_a_failing_key_handler_is_notified_logged_and_the_console_goes_on(
+    make_app, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: DflashApp) -> None:
+        raise RuntimeError("help text missing")
+
+    monkeypatch.setattr(DflashApp, "action_show_help", broken)
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("question_mark")
+        await pilot_until(pilot, lambda: app.error_desk.reported, "the error reported")
+        assert app.is_running and app.return_code is None
+        text = " ".join(notices(app))
+        assert "RuntimeError: help text missing" in text
+        assert str(app.error_desk.log_path) in text
+        logged = app.error_desk.log_path.read_text()
+        assert "Traceback" in logged and "help text missing" in logged
+        await pilot.press("4")  # the App's message loop still answers keys
+        await pilot_until(pilot, lambda: app.active_tab is not None, "the hosts tab")
+        await pilot.press("question_mark")  # the same failure again: logged, not re-notified
+        await pilot_until(pilot, lambda: len(app.error_desk.reported) == 2, "the second error")
+        assert " ".join(notices(app)).count("help text missing") == 1
+    app.error_desk.reported.clear()  # expected here
+
+
+async def test_a_failing_worker_is_notified_and_the_console_goes_on(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+
+        async def fails() -> None:
+            raise ValueError("no such suite 'nope'")
+
+        app.run_worker(fails())  # exit_on_error defaults to True: Textual would exit
+        await pilot_until(pilot, lambda: app.error_desk.reported, "the worker's error")
+        assert app.is_running
+        assert any("ValueError: no such suite 'nope'" in n for n in notices(app))
+    app.error_desk.reported.clear()
+
+
+@pytest.mark.parametrize("close", ["escape", "submit"])
+async def test_a_completion_landing_after_the_form_closed_is_dropped(make_app, close: str) -> None:
+    """The issue's crash: a listing answered after Escape or Start killed the console."""
+    session = GatedSession()
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
+        form = app.screen
+        await pilot.press(*"storage:mod")
+        await pilot_until(pilot, lambda: session.asked, "a listing asked of the host")
+        if close == "escape":
+            await pilot.press("escape")
+        else:
+            await pilot.press("enter", *"evalbox:mo")
+            await pilot_until(pilot, lambda: len(session.asked) == 2, "the second listing")
+            await pilot.press("enter")
+        await pilot_until(pilot, lambda: isinstance(app.screen, MainScreen), "the form closed")
+        session.gate.set()
+        await pilot_until(pilot, lambda: session.answered == len(session.asked), "the answers")
+        await pilot.pause()
+        assert app.is_running and app.return_code is None
+        assert not form.is_attached
+        if close == "submit":
+            assert session.relays == [("storage:mod", "evalbox:mo")]
+
+
+async def test_a_late_callback_on_a_closed_form_is_dropped_quietly(make_app) -> None:
+    app = make_app(GatedSession())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
+        form = app.screen
+        await pilot.press("escape")
+        await pilot_until(pilot, lambda: not form.is_attached, "the form removed")
+        # What a late result does without guard.deliver: look its widget up again.
+        app.call_later(lambda: form.query_one("#relay-src-candidates", Static).update("x"))
+        await pilot_until(pilot, lambda: app.error_desk.late_dropped == 1, "the late result")
+        assert app.is_running and not app.error_desk.reported
+
+
+async def test_candidates_are_for_the_text_in_the_field_and_failures_say_why(make_app) -> None:
+    session = GatedSession()
+    app = make_app(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("t")
+        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
+        form = app.screen
+        field = form.query_one("#relay-src", Input)
+        # examples from the configured hosts (the first two), not the demo's
+        assert field.placeholder == "trainbox:checkpoints/step-4000"
+        assert form.query_one("#relay-dst", Input).placeholder == "evalbox:models/"
+        await pilot.press(*"storage:m")
+        await pilot_until(pilot, lambda: session.asked, "a listing asked of the host")
+        await pilot.press(*"odels.")  # typed on while the host is slow
+        session.gate.set()
+        await pilot_until(pilot, lambda: form.shown.get("src") == "storage:models.", "shown")
+        shown = str(form.query_one("#relay-src-candidates", Static).render())
+        assert shown == "models.txt"
+        assert session.asked == [("storage", "")]  # one listing for every keystroke in it
+        await pilot.press("right")  # the suggestion is the one for this text
+        assert field.value == "storage:models.txt"
+        session.fail_with = CompletionError("permission denied: evalbox:private")
+        await pilot.press("tab", *"evalbox:private/x")
+        await pilot_until(pilot, lambda: form.shown.get("dst") == "evalbox:private/x", "the hint")
+        hint = str(form.query_one("#relay-dst-candidates", Static).render())
+        assert hint == "cannot complete: permission denied: evalbox:private"
+        await pilot.press("escape")
