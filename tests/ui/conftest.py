@@ -27,7 +27,7 @@ def session() -> FixtureSession:
 
 
 @pytest.fixture
-def make_app():
+def make_app(tmp_path):
     """DflashApp factory. At the end of the test, no app it made may have reported an
     unexpected error: the console stays up after one (ui/guard.py), so a test that only
     looked at the screen would pass over it."""
@@ -40,6 +40,7 @@ def make_app():
         kw.setdefault("beat", False)  # tests drive the beat: app._beat() or app.flush_now()
         app = DflashApp(session, start_session=False, **kw)
         app.animation_level = "none"  # no sliding tab underline to wait for
+        app.error_desk.log_path = tmp_path / "console-errors.log"  # not the fixture's ./state
         made.append(app)
         return app
 
