@@ -10,12 +10,16 @@ import pkgutil
 
 import pytest
 from textual.message_pump import MessagePump
+from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 import dflash_tui.ui
 from dflash_tui.transfer.completion import CompletionError
 from dflash_tui.ui.app import DflashApp
-from dflash_tui.ui.guard import Guarded
+from dflash_tui.ui.glyphs import AsciiCommandPalette
+from dflash_tui.ui.guard import DismissOnce, Guarded
+from dflash_tui.ui.screens.help import HelpScreen
+from dflash_tui.ui.screens.log_full import LogScreen
 from dflash_tui.ui.screens.main import MainScreen
 from dflash_tui.ui.screens.relay_form import RelayForm
 from tests.ui.fixture_session import FixtureSession
@@ -38,6 +42,10 @@ def test_every_ui_class_dispatches_through_the_guard() -> None:
     assert len(classes) > 20
     unguarded = [c.__qualname__ for c in classes if not issubclass(c, Guarded)]
     assert not unguarded, f"add Guarded to the bases of {unguarded}"
+    modal = [c for c in classes if issubclass(c, ModalScreen) and c is not AsciiCommandPalette]
+    assert len(modal) >= 3
+    twice = [c.__qualname__ for c in modal if not issubclass(c, DismissOnce)]
+    assert not twice, f"add DismissOnce to the bases of {twice}"
 
 
 class GatedSession(FixtureSession):
@@ -127,6 +135,39 @@ async def test_a_completion_landing_after_the_form_closed_is_dropped(make_app, c
         assert not form.is_attached
         if close == "submit":
             assert session.relays == [("storage:mod", "evalbox:mo")]
+
+
+async def test_a_form_told_twice_to_close_closes_once(make_app) -> None:
+    """Keys arrive faster than a form closes (Start and a second Enter, Escape twice):
+    the second dismiss must neither fail (its result is set) nor pop another screen."""
+    session = GatedSession()
+    app = make_app(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("l")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LogScreen), "the log screen")
+        app.action_open_relay_form()  # (t opens it from the main screen; any screen will do)
+        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
+        form = app.screen
+        app.call_later(lambda: (form.action_cancel(), form.action_cancel()))
+        await pilot_until(pilot, lambda: not form.is_attached, "the form closed")
+        assert isinstance(app.screen, LogScreen)
+
+
+async def test_a_form_under_another_screen_does_not_close_that_screen(make_app) -> None:
+    """Textual's dismiss pops whatever is on top: a Start that reaches the form while
+    the help screen covers it would have closed the help screen instead."""
+    session = GatedSession()
+    app = make_app(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("t", *"storage:m", "tab", *"evalbox:m")
+        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
+        form = app.screen
+        app.action_show_help()  # (f1 does nothing on a modal screen; a late key would)
+        await pilot_until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+        app.call_later(form.action_cancel)
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen) and form.is_attached
+        assert session.relays == []
 
 
 async def test_a_late_callback_on_a_closed_form_is_dropped_quietly(make_app) -> None:

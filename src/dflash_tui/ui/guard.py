@@ -16,7 +16,8 @@ for good. So:
   `state_dir` and shown as an error notification that names that file.
 
 `deliver(node, callback)` is the explicit form of the same rule, for code that
-hands a result to a widget after an await.
+hands a result to a widget after an await; `DismissOnce` is the rule for a key
+that reaches a modal screen after it was told to close.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from textual.await_complete import AwaitComplete
 from textual.dom import DOMNode
 from textual.message import Message
 from textual.worker import WorkerFailed
@@ -151,6 +153,24 @@ class Guarded:
             take = getattr(self.app, "take_error", None)  # type: ignore[attr-defined]
             if take is None or not take(error, self, type(message).__name__):
                 raise
+
+
+class DismissOnce:
+    """Mix into every modal screen of ours (before Guarded): a second dismiss is dropped.
+
+    Keys arrive faster than a screen closes: Enter on Start and a second Enter, or
+    Escape twice, each asked to dismiss. Textual's `dismiss` pops whatever screen is
+    on top, so the second one failed (the result was set already) or closed the
+    screen beneath. Only the screen on top, once, closes.
+    """
+
+    _dismissed = False
+
+    def dismiss(self, result: Any = None) -> AwaitComplete:
+        if self._dismissed or self.app.screen is not self:  # type: ignore[attr-defined]
+            return AwaitComplete(asyncio.sleep(0))
+        self._dismissed = True
+        return super().dismiss(result)  # type: ignore[misc]
 
 
 def _reason(error: BaseException) -> str:

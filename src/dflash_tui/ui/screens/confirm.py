@@ -8,10 +8,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from dflash_tui.ui.guard import Guarded
+from dflash_tui.ui.guard import DismissOnce, Guarded
 
 
-class ConfirmScreen(Guarded, ModalScreen[bool]):
+class ConfirmScreen(DismissOnce, Guarded, ModalScreen[bool]):
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n,escape", "answer(False)", "No"),

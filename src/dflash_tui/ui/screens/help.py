@@ -22,7 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from dflash_tui.ui import actions
-from dflash_tui.ui.guard import Guarded
+from dflash_tui.ui.guard import DismissOnce, Guarded
 
 MIN_HELP_WIDTH = 24
 LEGEND = (
@@ -68,7 +68,7 @@ def help_text(keymap: Mapping[str, str], config_name: str, width: int = 120) -> 
     return out
 
 
-class HelpScreen(Guarded, ModalScreen[None]):
+class HelpScreen(DismissOnce, Guarded, ModalScreen[None]):
     """Shown by `?`; escape, `?` or q closes it; j/k and the paging keys scroll it."""
 
     BINDINGS = [

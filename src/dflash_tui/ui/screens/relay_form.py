@@ -25,7 +25,7 @@ from textual.suggester import SuggestionReady
 from textual.widgets import Button, Input, Label, Static
 
 from dflash_tui.transfer.completion import CompletionError, Lister, PathCompleter
-from dflash_tui.ui.guard import Guarded, deliver
+from dflash_tui.ui.guard import DismissOnce, Guarded, deliver
 
 DEBOUNCE_S = 0.15
 SHOWN_CANDIDATES = 12
@@ -54,7 +54,7 @@ def placeholders(hosts: Sequence[str]) -> tuple[str, str]:
     return f"{src}:checkpoints/step-4000", f"{dst}:models/"
 
 
-class RelayForm(Guarded, ModalScreen[tuple[str, str] | None]):
+class RelayForm(DismissOnce, Guarded, ModalScreen[tuple[str, str] | None]):
     """Returns (source, destination) on submit, None on cancel."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", show=False)]
