@@ -36,7 +36,7 @@ from tests.conftest import _require_sshd
 from tests.demo_on_sshd import sshd_server_factory
 from tests.ui.keys import send_keys
 
-EVENTS = int(os.environ.get("DFLASH_MONKEY_EVENTS", "2000"))
+EVENTS = int(os.environ.get("DFLASH_MONKEY_EVENTS", "1500"))  # per size: the suite keeps < 10 min
 QUIT_KEYS = {"q", "ctrl+q", "ctrl+c", "ctrl+z"}
 KEYS = sorted({k for a in ACTIONS for k in a.keys.split(",") if a.id != "app.quit"} - QUIT_KEYS)
 EXTRA_KEYS = [

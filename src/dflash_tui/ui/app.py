@@ -587,7 +587,10 @@ class DflashApp(Guarded, App[int]):
 
     def action_command_palette(self) -> None:
         """Textual's palette, with glyphs every terminal font has (ui/glyphs.py)."""
-        if self.use_command_palette and not AsciiCommandPalette.is_open(self):
+        # Anywhere in the stack, not only on top: a palette command that opened a screen
+        # leaves the palette beneath it until it closes, and a second one had its id.
+        open_already = any(isinstance(s, AsciiCommandPalette) for s in self.screen_stack)
+        if self.use_command_palette and not open_already:
             self.push_screen(AsciiCommandPalette(id="--command-palette"))
 
     def get_key_display(self, binding: Binding) -> str:

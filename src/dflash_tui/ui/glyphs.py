@@ -37,3 +37,13 @@ class AsciiCommandPalette(Guarded, CommandPalette):
     def on_mount(self) -> None:
         for icon in self.query(SearchIcon):
             icon.icon = SEARCH_ICON
+
+    def _action_command_list(self, action: str) -> None:
+        """Page keys pressed while the list is still being filled (found by the monkey):
+        Textual 8.2.8's OptionList pages from line positions that are only laid out on
+        the next refresh, and raised KeyError. Nothing to page yet; the next press works."""
+        try:
+            super()._action_command_list(action)
+        except KeyError:
+            if action not in ("page_up", "page_down"):
+                raise

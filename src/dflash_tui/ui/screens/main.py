@@ -117,10 +117,12 @@ class MainScreen(Guarded, Screen[None]):
         return self.query_one(f"#{name}")
 
     def panes(self) -> Iterator[PaneMixin]:
+        """The panes mounted now: none while a resize recomposes the screen (it is
+        refilled in full afterwards), which a screen resuming may meet (the monkey did)."""
         for name in PANE_ORDER:
-            widget = self.query_one(f"#{name}")
-            if isinstance(widget, PaneMixin):
-                yield widget
+            for widget in self.query(f"#{name}"):
+                if isinstance(widget, PaneMixin):
+                    yield widget
 
     def tab_of(self, name: str) -> str | None:
         return f"tab-{name}" if name in self.tabbed else None

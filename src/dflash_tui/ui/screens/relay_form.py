@@ -116,8 +116,13 @@ class RelayForm(DismissOnce, Guarded, ModalScreen[tuple[str, str] | None]):
         field = (event.input.id or "").removeprefix("relay-")
         # exclusive: this keystroke's wait cancels the one before (a listing already
         # asked of a host is not cancelled: the completer keeps it for the next one)
+        value = event.value
+
+        async def complete() -> None:  # made when the worker starts: one cancelled
+            await self._complete(field, value)  # before it ran leaves no coroutine behind
+
         self.run_worker(
-            self._complete(field, event.value),
+            complete,
             group=f"complete-{field}",
             exclusive=True,
             exit_on_error=False,
