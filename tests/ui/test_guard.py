@@ -23,6 +23,7 @@ from dflash_tui.ui.screens.log_full import LogScreen
 from dflash_tui.ui.screens.main import MainScreen
 from dflash_tui.ui.screens.relay_form import RelayForm
 from tests.ui.fixture_session import FixtureSession
+from tests.ui.keys import send_keys
 from tests.waiting import pilot_until
 
 
@@ -211,3 +212,19 @@ async def test_candidates_are_for_the_text_in_the_field_and_failures_say_why(mak
         hint = str(form.query_one("#relay-dst-candidates", Static).render())
         assert hint == "cannot complete: permission denied: evalbox:private"
         await pilot.press("escape")
+
+
+async def test_text_typed_right_after_tab_or_enter_lands_in_the_next_field(make_app) -> None:
+    """Keys queued at once (a fast typist, a paste, tmux send-keys): Textual hands each
+    key to the widget focused when it is read, so Tab handled later by the Input left
+    the destination's text in the source (seen in tmux at 80x24)."""
+    session = GatedSession()
+    session.gate.set()
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
+        send_keys(app, *"storage:abc/", "tab", *"evalbox:x/", "shift+tab", *"d", "enter")
+        send_keys(app, *"y", "tab", "tab", "enter")
+        await pilot_until(pilot, lambda: session.relays, "the relay started")
+        assert session.relays == [("storage:abc/d", "evalbox:x/y")]

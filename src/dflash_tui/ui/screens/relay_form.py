@@ -57,7 +57,16 @@ def placeholders(hosts: Sequence[str]) -> tuple[str, str]:
 class RelayForm(DismissOnce, Guarded, ModalScreen[tuple[str, str] | None]):
     """Returns (source, destination) on submit, None on cancel."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", show=False)]
+    # Priority: the App runs these as the key arrives. Textual hands a key to the widget
+    # focused when it is read, so with Tab or Enter handled by the Input (later, in its
+    # own queue), text typed right after them (a fast typist, a paste, tmux send-keys)
+    # still went into the field being left.
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", show=False),
+        Binding("tab", "step(1)", "Next field", show=False, priority=True),
+        Binding("shift+tab", "step(-1)", "Previous field", show=False, priority=True),
+        Binding("enter", "enter", "Next / start", show=False, priority=True),
+    ]
     DEFAULT_CSS = """
     RelayForm { align: center middle; }
     RelayForm > Vertical { width: 90; max-width: 96%; height: auto; padding: 0 1; }
@@ -85,10 +94,12 @@ class RelayForm(DismissOnce, Guarded, ModalScreen[tuple[str, str] | None]):
                 if self.stores
                 else "Source (host:path or a local path)"
             )
-            yield Input(placeholder=src_example, id="relay-src")
+            # the cursor goes to the end of a path when a field is entered again, as in a
+            # shell, instead of selecting it all for the next key to replace
+            yield Input(placeholder=src_example, id="relay-src", select_on_focus=False)
             yield Static("", id="relay-src-candidates", classes="candidates", markup=False)
             yield Label("Destination")
-            yield Input(placeholder=dst_example, id="relay-dst")
+            yield Input(placeholder=dst_example, id="relay-dst", select_on_focus=False)
             yield Static("", id="relay-dst-candidates", classes="candidates", markup=False)
             stores = f"; stores: {', '.join(self.stores)}" if self.stores else ""
             yield Static(
@@ -176,11 +187,26 @@ class RelayForm(DismissOnce, Guarded, ModalScreen[tuple[str, str] | None]):
 
     # ------------------------------------------------------------------ buttons
 
-    @on(Input.Submitted, "#relay-src")
-    def _next(self) -> None:
-        self.query_one("#relay-dst", Input).focus()
+    def action_step(self, step: int) -> None:
+        if step > 0:
+            self.focus_next()
+        else:
+            self.focus_previous()
 
-    @on(Input.Submitted, "#relay-dst")
+    def action_enter(self) -> None:
+        """Enter in the source goes to the destination; in the destination or on
+        Start it starts; on Cancel it cancels."""
+        focused = self.focused
+        if focused is not None and focused.id == "relay-src":
+            self.set_focus(self.query_one("#relay-dst", Input))  # now: widget.focus() waits
+        elif focused is not None and focused.id == "relay-cancel":
+            self.action_cancel()
+        else:
+            # Text typed before this Enter may still wait in the fields' own queues (a
+            # priority binding runs first): read the fields after each has caught up.
+            src, dst = (self.query_one(f"#relay-{f}", Input) for f in self.FIELDS)
+            src.call_later(dst.call_later, self._submit)
+
     @on(Button.Pressed, "#relay-start")
     def _submit(self) -> None:
         src = self.query_one("#relay-src", Input).value.strip()
