@@ -588,10 +588,12 @@ class DflashApp(Guarded, App[int]):
     def action_command_palette(self) -> None:
         """Textual's palette, with glyphs every terminal font has (ui/glyphs.py)."""
         # Anywhere in the stack, not only on top: a palette command that opened a screen
-        # leaves the palette beneath it until it closes, and a second one had its id.
+        # leaves the palette beneath it until it closes. No fixed id (Textual gives it
+        # one): a palette closed a moment ago is still being removed, and a new one with
+        # the same id failed (both found by the monkey).
         open_already = any(isinstance(s, AsciiCommandPalette) for s in self.screen_stack)
         if self.use_command_palette and not open_already:
-            self.push_screen(AsciiCommandPalette(id="--command-palette"))
+            self.push_screen(AsciiCommandPalette())
 
     def get_key_display(self, binding: Binding) -> str:
         return actions.display_key(binding.key)
