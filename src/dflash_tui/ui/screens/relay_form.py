@@ -162,7 +162,7 @@ class RelayForm(DismissOnce, Guarded, ModalScreen[tuple[str, str] | None]):
         prefix = f"{place}:" if place else ""
         names = [_name(c) for c in found]
         best = prefix + found[0] if found else None
-        hint = None if found else "no match"
+        hint = None if found else ("empty directory" if path.endswith("/") else "no match")
         deliver(self, self._show, field, value, names, hint, best)
 
     def _show(
