@@ -68,6 +68,14 @@ class GatedSession(FixtureSession):
         return await super().complete_path(host, prefix)
 
 
+async def open_relay_form(app: DflashApp, pilot, *keys: str) -> RelayForm:  # type: ignore[no-untyped-def]
+    """Press `t` (and `keys`), and wait for the relay form to be on top."""
+    await pilot.press("t", *keys)
+    await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
+    assert isinstance(app.screen, RelayForm)
+    return app.screen
+
+
 def notices(app: DflashApp) -> list[str]:
     return [str(n.message) for n in app._notifications]
 
@@ -117,9 +125,7 @@ async def test_a_completion_landing_after_the_form_closed_is_dropped(make_app, c
     session = GatedSession()
     app = make_app(session)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("t")
-        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
-        form = app.screen
+        form = await open_relay_form(app, pilot)
         await pilot.press(*"storage:mod")
         await pilot_until(pilot, lambda: session.asked, "a listing asked of the host")
         if close == "escape":
@@ -160,9 +166,7 @@ async def test_a_form_under_another_screen_does_not_close_that_screen(make_app) 
     session = GatedSession()
     app = make_app(session)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("t", *"storage:m", "tab", *"evalbox:m")
-        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
-        form = app.screen
+        form = await open_relay_form(app, pilot, *"storage:m", "tab", *"evalbox:m")
         app.action_show_help()  # (f1 does nothing on a modal screen; a late key would)
         await pilot_until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
         app.call_later(form.action_cancel)
@@ -174,9 +178,7 @@ async def test_a_form_under_another_screen_does_not_close_that_screen(make_app) 
 async def test_a_late_callback_on_a_closed_form_is_dropped_quietly(make_app) -> None:
     app = make_app(GatedSession())
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("t")
-        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
-        form = app.screen
+        form = await open_relay_form(app, pilot)
         await pilot.press("escape")
         await pilot_until(pilot, lambda: not form.is_attached, "the form removed")
         # What a late result does without guard.deliver: look its widget up again.
@@ -189,9 +191,7 @@ async def test_candidates_are_for_the_text_in_the_field_and_failures_say_why(mak
     session = GatedSession()
     app = make_app(session)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("t")
-        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
-        form = app.screen
+        form = await open_relay_form(app, pilot)
         field = form.query_one("#relay-src", Input)
         # examples from the configured hosts (the first two), not the demo's
         assert field.placeholder == "trainbox:checkpoints/step-4000"
@@ -222,8 +222,7 @@ async def test_text_typed_right_after_tab_or_enter_lands_in_the_next_field(make_
     session.gate.set()
     app = make_app(session)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("t")
-        await pilot_until(pilot, lambda: isinstance(app.screen, RelayForm), "the relay form")
+        await open_relay_form(app, pilot)
         send_keys(app, *"storage:abc/", "tab", *"evalbox:x/", "shift+tab", *"d", "enter")
         send_keys(app, *"y", "tab", "tab", "enter")
         await pilot_until(pilot, lambda: session.relays, "the relay started")
