@@ -66,7 +66,8 @@ async def test_fifty_keystrokes_open_at_most_two_sessions_and_show_the_text_now_
     # A slow host (a container shim that takes 3 s, as `pct exec` on a busy node can), so
     # listings asked by keystrokes past the debounce overlap.
     slow = ["sh", "-c", 'sleep 3; exec "$@"', "slow-shim"]
-    config = load_config(write_config({"train": (train, {"exec_prefix": slow})}))
+    entry = (train, {"exec_prefix": slow}) if pause_s is not None else train
+    config = load_config(write_config({"train": entry}))
     session = ConsoleSession(config)
     app = DflashApp(session, start_session=False, beat=False)
     app.animation_level = "none"
