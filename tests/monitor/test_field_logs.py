@@ -279,3 +279,21 @@ def test_status_table_shows_served_acceptance_in_the_tau_column(seen: Seen) -> N
     assert "1.98=" in rows["vllm-serve"] and "3.12=" in rows["sglang-serve"]
     assert "100/120" in rows["specforge-dflash"]
     assert "= acceptance length the server reports (vLLM, SGLang)" in seen.table
+
+
+def test_specforge_speed_and_eta_from_its_own_stamps_in_status_and_live(seen: Seen) -> None:
+    """SpecForge stamps `%m/%d/%Y %H:%M:%S`: a Step line every 10 steps, 3 s apart on its
+    clock, so 10/3 steps/s both ways, and 20 steps left to `Total training steps: 120`."""
+    for run in (seen.live["specforge-dflash"], seen.status["specforge-dflash"]):
+        assert run["steps_per_s"] == pytest.approx(10 / 3)
+    assert seen.status["specforge-dflash"]["eta_s"] == pytest.approx(6.0, abs=0.01)
+    row = next(line for line in seen.table.splitlines() if line.startswith("specforge-dflash "))
+    assert " 6s " in row
+
+
+def test_status_says_why_a_log_without_stamps_has_no_speed(seen: Seen) -> None:
+    """SpecForge's unified trainer prints no time: its speed comes from when lines arrive,
+    which the console sees and one `status` snapshot does not; the table says so."""
+    assert seen.status["specforge-unified"]["steps_per_s"] is None
+    assert "specforge-unified: no steps/s or ETA: fewer than two" in seen.table
+    assert "specforge-dflash: no steps/s" not in seen.table

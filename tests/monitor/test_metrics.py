@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import time
 
 import pytest
@@ -104,6 +105,17 @@ def test_timestamps_are_read_from_the_start_of_the_line() -> None:
     assert line_time("[2025-01-01T00:00:00Z] x") == 1735689600.0
     assert line_time("2025-01-01T02:00:00+02:00 x") == 1735689600.0
     assert line_time("step 2025-01-01 00:00:00") is None
+
+
+def test_specforge_month_day_year_stamps_are_read() -> None:
+    """SpecForge's scripts log with `datefmt="%m/%d/%Y %H:%M:%S"` (as HF's examples do)."""
+    expected = calendar.timegm((2026, 12, 2, 17, 22, 11, 0, 0, 0))
+    assert line_time("12/02/2026 17:22:11 - INFO - specforge.utils - x") == expected
+    assert line_time("13/02/2026 17:22:11 - INFO - x") is None  # no month 13: not a stamp
+    bar = "Training Epoch 0:  22%|##   | 9/40 [00:02<00:09,  3.23it/s, loss=4.89, acc=0.15]"
+    line = f"{bar}12/02/2026 17:22:11 - INFO - specforge.utils - Train - Step 10 [10/120?], "
+    m = P.parse(line + "Loss: 4.5859, Acc: 0.2106")
+    assert m is not None and (m.step, m.total, m.loss, m.time) == (10, 120, 4.5859, expected)
 
 
 def test_hostile_lines_do_not_crash_and_stay_fast() -> None:

@@ -28,6 +28,10 @@ COLUMNS = [
     ("gpu", "GPU"),
 ]
 FAILED_STATES = ("dead", "unknown")  # RunState values
+UNTIMED = (
+    "no steps/s or ETA: fewer than two of its steps carry a timestamp; the console "
+    "times such a log by when its lines arrive, which one snapshot cannot see"
+)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -131,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
         print()
         for view in snapshot.runs:
             print(f"{view.name}: {view.state.value}: {view.state_reason}")
+        for view in snapshot.runs:
+            if view.step is not None and view.steps_per_s is None:
+                print(f"{view.name}: {UNTIMED}")
         if any(r.tau.value is not None and r.tau.method != "independence" for r in snapshot.runs):
             print("* tau calibrated from evaluated checkpoints")
         if any(r.acceptance is not None for r in snapshot.runs):

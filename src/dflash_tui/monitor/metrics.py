@@ -8,8 +8,9 @@ aliases (step/it/iter, loss, acc/accuracy, lr, tok/s, tokens/s, Ktok/s,
 epoch, with `train/` or `train_` prefixes); `step 1200/70000` gives the step
 and the total; throughput is normalised to tokens per second; per-position
 accuracies are read from JSON or `[...]` lists (`acc_per_position`) and from
-`acc_pos_N` / `acc_N` tokens. A leading `YYYY-MM-DD HH:MM:SS` timestamp is
-kept (as if UTC; only differences are used, for throughput in steps/s).
+`acc_pos_N` / `acc_N` tokens. A leading `YYYY-MM-DD HH:MM:SS` timestamp, or
+SpecForge's `MM/DD/YYYY HH:MM:SS`, is kept (as if UTC; only differences are
+used, for throughput in steps/s).
 
 The field's trainers and servers are read as they print (docs/monitoring.md
 has one line of each): a tqdm bar (`n/total [elapsed<remaining, rate,
@@ -192,6 +193,8 @@ _STRICT_KEYS = frozenset({"it", "ep"})
 _STAMP = re.compile(
     r"^\W{0,3}(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?(Z|[+-]\d\d:?\d\d)?"
 )
+# SpecForge's scripts (and Hugging Face's examples): `datefmt="%m/%d/%Y %H:%M:%S"`.
+_STAMP_MDY = re.compile(r"^\W{0,3}(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 _DIGIT = re.compile(r"\d")
 # tqdm: `{n}/{total} [{elapsed}<{remaining}, {rate}{postfix}]` (the bracket is tqdm's own).
 _BAR = re.compile(r"(\d+)/(\d+) \[[^\]<]*<([^\]]*)\]")
@@ -223,23 +226,38 @@ def _step(value: float | None) -> int | None:
 
 
 def line_time(line: str) -> float | None:
-    """Seconds since the epoch of a leading `YYYY-MM-DD HH:MM:SS[.fff][Z|+hh:mm]` stamp."""
+    """Seconds since the epoch of a leading stamp: `YYYY-MM-DD HH:MM:SS[.fff][Z|+hh:mm]`
+    or SpecForge's `MM/DD/YYYY HH:MM:SS` (read as UTC: only differences are used)."""
     m = _STAMP.match(line)
-    if m is None:
-        return None
-    try:
-        parts = [int(m.group(i)) for i in range(1, 7)]
-        seconds = float(calendar.timegm((*parts, 0, 0, 0)))
-    except (ValueError, OverflowError):
+    if m is not None:
+        date = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    else:
+        m = _STAMP_MDY.match(line)
+        if m is None:
+            return None
+        date = (int(m.group(3)), int(m.group(1)), int(m.group(2)))
+    seconds = _utc_seconds(date, (int(m.group(4)), int(m.group(5)), int(m.group(6))))
+    if seconds is None:
         return None
     if m.group(7):
         seconds += float("0." + m.group(7))
-    zone = m.group(8)
+    zone = m.group(8) if m.re is _STAMP else None
     if zone and zone != "Z":
         sign = -1 if zone[0] == "+" else 1
         digits = zone[1:].replace(":", "")
         seconds += sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
     return seconds
+
+
+def _utc_seconds(date: tuple[int, int, int], clock: tuple[int, int, int]) -> float | None:
+    """Seconds of a calendar date and time, None for one no calendar has (month 13)."""
+    year, month, day = date
+    if not (1 <= month <= 12 and 1 <= day <= 31 and clock[0] < 24 and clock[1] < 60):
+        return None
+    try:
+        return float(calendar.timegm((year, month, day, *clock, 0, 0, 0)))
+    except (ValueError, OverflowError):  # year 0
+        return None
 
 
 # --------------------------------------------------------------------------- the parser
