@@ -11,6 +11,7 @@ from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import print_json
 from dflash_tui.config import load_config
 from dflash_tui.remote.pool import HostPool
+from dflash_tui.units import plural, size, size_pair
 
 PLAIN_INTERVAL_S = 5.0
 
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     def progress(done: int, total: int) -> None:
         now = time.monotonic()
-        text = f"downloading on the host: {done / 1e9:.2f} / {total / 1e9:.2f} GB"
+        text = f"downloading on the host: {size_pair(done, total)}"
         if tty:
             sys.stdout.write("\r\x1b[K" + text)
             sys.stdout.flush()
@@ -100,6 +101,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"hf:{result.repo} at commit {result.commit}")
     for f in result.files:
-        print(f"verified: {f.path} ({f.size} bytes) sha256 {f.sha256}")
-    print(f"done: {result.dst}, {len(result.files)} file(s), {result.bytes_total} bytes")
+        print(f"verified: {f.path} ({size(f.size)}) sha256 {f.sha256}")
+    print(f"done: {result.dst}, {plural(len(result.files), 'file')}, {size(result.bytes_total)}")
     return 0

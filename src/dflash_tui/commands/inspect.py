@@ -18,6 +18,7 @@ from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import add_json_flag, print_json
 from dflash_tui.config import load_config
 from dflash_tui.remote.pool import HostPool
+from dflash_tui.units import count, plural, size
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -38,24 +39,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
-def _human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
-        value /= 1000
-    return f"{n} B"
-
-
 def _print_summary(s: CheckpointSummary) -> None:
     d = s.as_dict()
     dtypes = ", ".join(f"{k} {v / max(s.parameters, 1):.0%}" for k, v in s.dtypes.items()) or "-"
     rows: list[tuple[str, Any]] = [
         ("checkpoint", s.location),
         ("kind", s.kind),
-        ("parameters", f"{s.parameters:,} ({s.parameters / 1e9:.2f} B)"),
+        ("parameters", f"{s.parameters:,} ({count(s.parameters)})"),
         ("dtype", dtypes),
-        ("weights", f"{_human_bytes(s.weight_bytes)} in {len(s.files)} file(s)"),
+        ("weights", f"{size(s.weight_bytes)} in {plural(len(s.files), 'file')}"),
         ("layers", d["layers"]),
         ("hidden size", d["hidden_size"]),
         ("block size", d["block_size"]),

@@ -10,6 +10,7 @@ from dflash_tui.checkpoints import locate
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
 from dflash_tui.config import load_config
 from dflash_tui.remote.pool import HostPool
+from dflash_tui.units import size
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -48,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
                 "copy": f.copy_group,
                 "host": f.host if f.place == "host" else f"{f.host} (store)",
                 "path": f.path if f.place == "host" else f"{f.host}:{f.path}",
-                "size": f"{f.size_bytes / 1e9:.2f} GB"
-                if f.size_bytes >= 1e8
-                else f"{f.size_bytes / 1e6:.1f} MB",
+                "size": size(f.size_bytes),
                 "modified": time.strftime("%Y-%m-%d %H:%M", time.localtime(f.modified)),
             }
             for f in found

@@ -32,6 +32,7 @@ from dflash_tui.transfer import (
     trace,
 )
 from dflash_tui.transfer.verify import DEFAULT_RANGE_BYTES
+from dflash_tui.units import rate, size
 
 if TYPE_CHECKING:
     from dflash_tui.transfer import RelayOptions
@@ -208,18 +209,18 @@ class _Printer:
             self._progress(event)
         elif isinstance(event, TransferStarted):
             resumed = (
-                f", resuming: {_size(event.bytes_verified)} already verified"
+                f", resuming: {size(event.bytes_verified)} already verified"
                 if event.resumed
                 else ""
             )
             self._line(
                 f"{event.mode} {event.src} -> {event.dst}: {event.files} file(s), "
-                f"{_size(event.bytes_total)}{resumed} [transfer {event.transfer_id}]"
+                f"{size(event.bytes_total)}{resumed} [transfer {event.transfer_id}]"
             )
         elif isinstance(event, FileVerified):
             state = "already up to date" if event.skipped else "verified"
             self._line(
-                f"{state}: {event.dst} ({_size(event.size)})\n"
+                f"{state}: {event.dst} ({size(event.size)})\n"
                 f"  sha256 source      {event.sha256_src}\n"
                 f"  sha256 destination {event.sha256_dst}"
             )
@@ -235,9 +236,9 @@ class _Printer:
                 self._line(f"hint: {event.hint}", err=True)
         elif isinstance(event, TransferFinished):
             self._line(
-                f"done: {event.files} file(s), {_size(event.bytes_total)}; sent "
-                f"{_size(event.bytes_sent)} in {event.elapsed_s:.1f}s "
-                f"({_rate(event.rate_bps)})"
+                f"done: {event.files} file(s), {size(event.bytes_total)}; sent "
+                f"{size(event.bytes_sent)} in {event.elapsed_s:.1f}s "
+                f"({rate(event.rate_bps)})"
             )
 
     def _progress(self, e: FileProgress) -> None:
@@ -246,8 +247,8 @@ class _Printer:
         pct = 100 * e.bytes_done // e.bytes_total if e.bytes_total else 100
         total_pct = 100 * e.overall_done // e.overall_total if e.overall_total else 100
         text = (
-            f"{e.path} {pct:3d}% {_size(e.bytes_done)}/{_size(e.bytes_total)} "
-            f"{_rate(e.rate_bps)} | total {total_pct:3d}% {_rate(e.overall_rate_bps)} {eta}"
+            f"{e.path} {pct:3d}% {size(e.bytes_done)}/{size(e.bytes_total)} "
+            f"{rate(e.rate_bps)} | total {total_pct:3d}% {rate(e.overall_rate_bps)} {eta}"
         )
         if self.tty:
             self.out.write("\r\x1b[K" + text)
@@ -284,18 +285,6 @@ class _Printer:
         if self.line_open:
             self.out.write("\n")
             self.line_open = False
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.2f} TB"
-
-
-def _rate(bps: float) -> str:
-    return f"{bps / 1e6:.1f} MB/s"
 
 
 def _duration(s: float) -> str:

@@ -63,6 +63,7 @@ from dflash_tui.remote.pool import HostPool
 from dflash_tui.state import open_state
 from dflash_tui.transfer import SCHEMA as TRANSFERS_SCHEMA
 from dflash_tui.transfer import FileProgress, TransferError, TransferEvent
+from dflash_tui.units import size
 
 Listener = Callable[[JobUpdated], None]
 RELAY_DETAIL_INTERVAL_S = 0.5
@@ -74,15 +75,6 @@ for f in "$1"/rows_*/data_*.ckpt* "$1"/hs_*.safetensors "$1"/hidden_states/hs_*.
   [ -f "$f" ] && exit 0
 done
 exit 1"""
-
-
-def _human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} TB"
 
 
 class JobError(Exception):
@@ -618,7 +610,7 @@ class JobManager:
             self._update(
                 job_id,
                 detail=f"copying {ref.location} to {host}: {event.overall_done / total:.0%} "
-                f"of {_human_bytes(event.overall_total)}",
+                f"of {size(event.overall_total)}",
             )
 
         return on_event

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dflash_tui.units import MiB, size_pair
+
 NVIDIA_SMI_ARGS = (
     "--query-gpu=index,name,utilization.gpu,memory.used,memory.total",
     "--format=csv,noheader,nounits",
@@ -74,5 +76,5 @@ def summarize(gpus: Iterable[GpuInfo]) -> str:
     if utils:
         parts.append(f"{sum(utils) / len(utils):.0f}%")
     if used and total:
-        parts.append(f"{sum(used) / 1024:.0f}/{sum(total) / 1024:.0f} GiB")
+        parts.append(size_pair(sum(used) * MiB, sum(total) * MiB))
     return " ".join(parts)

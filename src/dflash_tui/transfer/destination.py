@@ -25,6 +25,7 @@ from dflash_tui.transfer.plan import (
 from dflash_tui.transfer.scripts import PREPARE, argv
 from dflash_tui.transfer.sides import Side
 from dflash_tui.transfer.store import FileRecord
+from dflash_tui.units import size
 
 MAX_LISTED = 5
 HASH_CONCURRENCY = 4
@@ -142,8 +143,8 @@ async def check_space(side: Side, root: Endpoint, need: int) -> None:
     free, existing = await free_bytes(side, root.path)
     if free is not None and free < need:
         raise TransferError(
-            f"{side.label}:{root.path}: not enough space: {_size(need)} to write, "
-            f"{_size(free)} free in {existing}",
+            f"{side.label}:{root.path}: not enough space: {size(need)} to write, "
+            f"{size(free)} free in {existing}",
             kind="disk_full",
         )
 
@@ -173,11 +174,3 @@ async def prepare(
     out = await side.run(argv(PREPARE, len(dirs), *dirs, *parts))
     if not out.ok:
         raise describe_failure(f"{side.label}:{root.path}", out, "creating the destination")
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"

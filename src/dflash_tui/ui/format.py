@@ -13,6 +13,11 @@ import time
 from dflash_tui.monitor.history import Trend
 from dflash_tui.monitor.liveness import SECONDS_SHOWN_BELOW_S, format_uptime
 
+# Sizes and rates are written by the core's one formatter; here for the panes' `fmt.size`.
+from dflash_tui.units import rate as rate
+from dflash_tui.units import size as size
+from dflash_tui.units import size_pair as size_pair
+
 DASH = "-"
 UP, DOWN, FLAT = "↑", "↓", "→"
 FULL, EMPTY = "█", "░"
@@ -50,9 +55,9 @@ def short_duration(seconds: float | None) -> str:
     if missing(seconds):
         return DASH
     s = int(max(0.0, seconds or 0.0))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s // size}{unit}"
+    for unit, seconds_in in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= seconds_in:
+            return f"{s // seconds_in}{unit}"
     return f"{s}s"
 
 
@@ -67,23 +72,11 @@ def compact(value: float | None) -> str:
     if missing(value):
         return DASH
     v = float(value or 0.0)
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= size:
-            scaled = v / size
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            scaled = v / scale
             return f"{scaled:.1f}{unit}" if abs(scaled) >= 10 else f"{scaled:.2f}{unit}"
     return f"{v:.0f}"
-
-
-def size(nbytes: float | None) -> str:
-    """Bytes in binary units: 1.2 GiB."""
-    if missing(nbytes):
-        return DASH
-    v = float(nbytes or 0)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return DASH
 
 
 def step(value: int | None, total: int | None = None) -> str:

@@ -18,6 +18,7 @@ from textual.strip import Strip
 from dflash_tui.monitor.views import HostView, RunView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.panes.base import PaneMixin, same_text
+from dflash_tui.units import MiB
 
 FRESH_PROBE_S = 10  # a probe younger than this reads "<10s ago": it is current
 
@@ -223,13 +224,13 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
                 if gpu.mem_used_mib is None or not gpu.mem_total_mib
                 else gpu.mem_used_mib / gpu.mem_total_mib
             )
-            used = "-" if gpu.mem_used_mib is None else f"{gpu.mem_used_mib / 1024:.1f}"
-            total = "-" if gpu.mem_total_mib is None else f"{gpu.mem_total_mib / 1024:.0f}"
+            used = None if gpu.mem_used_mib is None else gpu.mem_used_mib * MiB
+            total = None if gpu.mem_total_mib is None else gpu.mem_total_mib * MiB
             out.append(f"  {gpu.index:>2} {fmt.clip(gpu_name(gpu.name), 16):<16} util ")
             out.append(fmt.bar(util, bar_w), self._style("up"))
             out.append(f" {fmt.percent(util):>4}  mem ")
             out.append(fmt.bar(mem, bar_w), self._style("up"))
-            out.append(f" {used}/{total} GiB\n")
+            out.append(f" {fmt.size_pair(used, total)}\n")
             self._jitter.append((start, len(out)))
         for run in self._runs:
             if run.host != host.name:

@@ -156,10 +156,10 @@ class JobsPane(PaneMixin, VerticalScroll):
             out.append("           ")
             out.append(fmt.bar(t.fraction, bar_w), style)
             out.append(
-                f" {fmt.percent(t.fraction):>4}  {fmt.size(t.bytes_done)}/{fmt.size(t.bytes_total)}"
+                f" {fmt.percent(t.fraction):>4}  {fmt.size_pair(t.bytes_done, t.bytes_total)}"
             )
             if t.state == "running":
-                rate = "-" if t.rate_bps is None else f"{fmt.size(t.rate_bps)}/s"
+                rate = fmt.rate(t.rate_bps)
                 out.append(f"  {rate}  eta {fmt.duration(t.eta_s)}")
                 if t.current_file:
                     out.append(f"  {fmt.clip(t.current_file, 30)}", self._style("dim"))
