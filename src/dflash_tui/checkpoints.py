@@ -268,6 +268,9 @@ def _summary(
     if not files:
         problems.append("no *.safetensors weights")
     del index_raw  # the shard list already came from it
+    kind = _kind(config, tensors)
+    if kind == "drafter" and config:
+        problems.extend(drafter_rule_problems(config, tensors, where))
     return CheckpointSummary(
         location=where,
         config=config,
@@ -275,9 +278,24 @@ def _summary(
         tensors=tuple(tensors),
         config_sha256=hashlib.sha256(config_raw).hexdigest() if config_raw is not None else None,
         bytes_read=bytes_read,
-        kind=_kind(config, tensors),
+        kind=kind,
         problems=tuple(problems),
     )
+
+
+def drafter_rule_problems(
+    config: Mapping[str, Any], tensors: Sequence[TensorInfo], where: str
+) -> list[str]:
+    """The harness's own rules (`evals/harness/rules.py`) for a drafter's config against its
+    tensors: hidden, heads, kv heads, head_dim, intermediate, layers, fc width against the
+    layer ids. Fields the harness refuses outright are left to `unscorable`."""
+    from dflash_tui.evals.harness.refusals import unsupported_fields
+    from dflash_tui.evals.harness.rules import drafter_problems
+
+    shapes = {t.name: (t.dtype, t.shape) for t in tensors}
+    _, found = drafter_problems(config, shapes, where)
+    refused = set(unsupported_fields(dict(config)))
+    return [line for line in found.items if line not in refused]
 
 
 # --------------------------------------------------------------------------- local
@@ -498,6 +516,9 @@ class Comparison:
     differences: tuple[str, ...] = field(default_factory=tuple)
     # Checks that could not be made (a value missing from a config): said, never skipped silently.
     unchecked: tuple[str, ...] = field(default_factory=tuple)
+    # The files known to differ (config.json by its sha256, weights by size or sha256):
+    # why same_bytes is False.
+    bytes_differ: tuple[str, ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -520,13 +541,7 @@ def compare(a: CheckpointSummary, b: CheckpointSummary) -> Comparison:
                 f"{name}: {sa[name][0]}{list(sa[name][1])} vs {sb[name][0]}{list(sb[name][1])}"
             )
     same_shapes = not differences
-    same_bytes: bool | None = None
-    hashes_a = {f.name: f.sha256 for f in a.files}
-    hashes_b = {f.name: f.sha256 for f in b.files}
-    if all(hashes_a.values()) and all(hashes_b.values()) and hashes_a and hashes_b:
-        same_bytes = hashes_a == hashes_b
-    elif {f.name: f.size_bytes for f in a.files} != {f.name: f.size_bytes for f in b.files}:
-        same_bytes = False
+    same_bytes, bytes_differ = _same_bytes(a, b)
     for key in (
         "hidden_size",
         "block_size",
@@ -537,7 +552,39 @@ def compare(a: CheckpointSummary, b: CheckpointSummary) -> Comparison:
         va, vb = a.setting(key), b.setting(key)
         if va != vb:
             differences.append(f"config {key}: {va} vs {vb}")
-    return Comparison("checkpoints", same_shapes, same_shapes, same_bytes, tuple(differences))
+    return Comparison(
+        "checkpoints",
+        same_shapes,
+        same_shapes,
+        same_bytes,
+        tuple(differences),
+        bytes_differ=bytes_differ,
+    )
+
+
+def _same_bytes(a: CheckpointSummary, b: CheckpointSummary) -> tuple[bool | None, tuple[str, ...]]:
+    """Whether two checkpoints hold the same bytes, and the files known to differ.
+
+    config.json's sha256 is always known (inspect reads it whole); a weight file differs
+    when it is in one only, its sizes differ, or (with --sha256) its hashes do. Unknown
+    (None) only when nothing differs so far and some weights were not hashed."""
+    differ = []
+    if a.config_sha256 != b.config_sha256:
+        differ.append("config.json")
+    files_a, files_b = {f.name: f for f in a.files}, {f.name: f for f in b.files}
+    unhashed = False
+    for name in sorted(files_a.keys() | files_b.keys()):
+        fa, fb = files_a.get(name), files_b.get(name)
+        if fa is None or fb is None or fa.size_bytes != fb.size_bytes:
+            differ.append(name)
+        elif fa.sha256 and fb.sha256:
+            if fa.sha256 != fb.sha256:
+                differ.append(name)
+        else:
+            unhashed = True
+    if differ:
+        return False, tuple(differ)
+    return (None if unhashed else True), ()
 
 
 def _drafter_vs_target(drafter: CheckpointSummary, target: CheckpointSummary) -> Comparison:

@@ -14,9 +14,14 @@ from dflash_tui.checkpoints import CheckpointError, compare, inspect_local, insp
 from dflash_tui.config import load_config
 from dflash_tui.remote import HostPool
 
-DRAFTER_CONFIG = {
+DRAFTER_CONFIG = {  # z-lab's Qwen3.6-27B-DFlash shape: 5 layers of a 5120-wide Qwen3
+    "model_type": "qwen3",
     "hidden_size": 5120,
     "num_hidden_layers": 5,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 17408,
     "vocab_size": 248320,
     "dflash_config": {
         "block_size": 16,
@@ -73,6 +78,13 @@ def big_drafter(folder: Path) -> int:
             "down_proj": [h, 17408],
         }.items():
             tensors[f"layers.{i}.mlp.{proj}.weight"] = ("BF16", shape)
+        for norm, width in {
+            "self_attn.q_norm": 128,
+            "self_attn.k_norm": 128,
+            "input_layernorm": h,
+            "post_attention_layernorm": h,
+        }.items():
+            tensors[f"layers.{i}.{norm}.weight"] = ("BF16", [width])
     return write_safetensors(folder / "model.safetensors", tensors)
 
 

@@ -87,7 +87,7 @@ def test_every_mismatch_in_one_message(capsys, small, tmp_path):
         capsys,
         pair,
         tmp_path,
-        "target_layer_ids: drafter has [0, 2], cache has [1, 3]",
+        "target_layer_ids: drafter has [0, 2], cache manifest.json has [1, 3]",
         "vocab size: drafter vocab_size is 300, target head has 256 rows",
         "mask_token_id: drafter uses 999",
     )

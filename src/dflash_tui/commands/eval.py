@@ -20,6 +20,7 @@ from dflash_tui.config import SLIDING_MODES, Config, load_config
 from dflash_tui.evals.jobs import DONE, Job
 from dflash_tui.evals.leaderboard import build_leaderboard, format_metric, format_ratio
 from dflash_tui.evals.manager import JobError, JobManager, open_eval_state
+from dflash_tui.evals.preflight import REFUSED
 from dflash_tui.evals.semantics import describe
 from dflash_tui.remote.pool import HostPool
 
@@ -85,7 +86,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "(a directory matched by the run's `checkpoints` glob) or host:path. The checkpoint is "
         "relayed to the suite's host first if it lives elsewhere, the harness is installed there "
         "if missing, and the job runs detached: it survives this command and the console. "
-        "Exit 0 once started (with --wait: once done), 1 if it failed, 2 for bad usage.",
+        "The drafter is first checked against the suite's cache from headers alone; one that "
+        "does not fit is refused before anything is copied. "
+        "Exit 0 once started (with --wait: once done), 1 if it failed or a host is down, 2 for "
+        "bad usage or a drafter refused by that check.",
     )
     p.add_argument("checkpoint", metavar="CHECKPOINT")
     p.add_argument("suite", metavar="SUITE")
@@ -156,6 +160,8 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                 out["result"]["attention_record"] = dict(row.result.attention or {})
                 out["baseline"] = board.baseline
         code = 0 if job.state in (DONE, "running", "starting") else 1
+        if job.error and job.error.startswith(REFUSED):
+            code = 2  # the drafter does not fit the suite: the input is wrong, nothing ran
         return code, out
 
 
@@ -165,6 +171,10 @@ def print_job_head(job: dict[str, Any]) -> None:
     if job["state"] == "running":
         print(f"  follow: dflash-tui jobs {job['id']}    cancel: dflash-tui cancel {job['id']}")
     if job["state"] == "failed":
+        error = job.get("error") or ""
+        if error.startswith(REFUSED):  # the preflight's reasons; there is no log
+            for line in error.splitlines()[1:]:
+                print(f"  {line}")
         for line in job["log_tail"][-10:]:
             print(f"  | {line}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 from typing import Any
 
 from dflash_tui.commands.eval import duration, eval_context, when
@@ -39,9 +40,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
+_LONG_PATH = re.compile(r"/(?:[^/\s:;,()'\"]+/){2,}([^/\s:;,()'\"]+/?[^/\s:;,()'\"]*)")
+
+
 def _short(text: str, width: int = 70) -> str:
-    """One table cell: the first line, cut to `width` (the full text is in `jobs JOB`)."""
+    """One table cell: the first line, long paths cut to their last parts so the reason
+    after them fits, then cut to `width` (the full text is in `jobs JOB`)."""
     line = text.splitlines()[0] if text else text
+    if len(line) > width:
+        line = _LONG_PATH.sub(lambda m: ".../" + m.group(1), line)
     return line if len(line) <= width else line[: width - 3] + "..."
 
 

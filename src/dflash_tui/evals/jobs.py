@@ -162,7 +162,7 @@ class Job:
         if self.state == RUNNING and self.detail and self.detail.startswith(PENDING_NOTE):
             return self.detail  # waiting in the host's scheduler queue: `pending (Resources)`
         if self.state == FAILED and self.error:
-            return f"failed: {self.error.splitlines()[0]}"
+            return f"failed: {first_reason(self.error)}"
         if self.detail and self.state in PREPARING:
             return f"{self.state}: {self.detail}"
         if self.state == LOST and self.error:
@@ -175,6 +175,21 @@ class Job:
         out["progress"] = self.progress
         out["summary"] = self.describe()
         return out
+
+
+def first_reason(error: str) -> str:
+    """An error's reason on one line: a headline ending in ':' (the harness's "cannot
+    evaluate drafter X on cache Y:") is followed by its first listed problem."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    if not lines:
+        return error
+    head = lines[0]
+    if head.endswith(":") and len(lines) > 1:
+        problems = [line.removeprefix("- ") for line in lines[1:] if line.startswith("- ")]
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            return f"{head} {problems[0]}{more}"
+    return head
 
 
 _COLUMNS = tuple(f.name for f in Job.__dataclass_fields__.values())  # type: ignore[attr-defined]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dflash_tui.checkpoints import CheckpointError
 from dflash_tui.config import SLIDING_MODES, Config, SuiteConfig
 from dflash_tui.evals import jobs as J
 from dflash_tui.evals.backends import (
@@ -45,6 +46,7 @@ from dflash_tui.evals.cachejobs import (
 )
 from dflash_tui.evals.jobs import Job, JobStore, JobUpdated, new_job_id
 from dflash_tui.evals.placement import PlacementError, place_checkpoint
+from dflash_tui.evals.preflight import PreflightRefused, preflight
 from dflash_tui.evals.schema import SchemaError, parse_results
 from dflash_tui.evals.slurm_backend import SlurmBackend
 from dflash_tui.evals.store import SCHEMA as RESULTS_SCHEMA
@@ -58,7 +60,7 @@ from dflash_tui.evals.targets import (
 from dflash_tui.evals.upload import HarnessUploader, cachebuild_dir
 from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote.command import shell_script
-from dflash_tui.remote.errors import CommandFailed, RemoteError
+from dflash_tui.remote.errors import CommandFailed, HostUnreachable, RemoteError
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.state import open_state
 from dflash_tui.transfer import SCHEMA as TRANSFERS_SCHEMA
@@ -281,10 +283,15 @@ class JobManager:
         """Queue an eval and prepare it in the background; returns the queued job at once.
 
         `sliding` is the harness's `--sliding` for this job (else the suite's `sliding`).
-        Raises JobError (exit code 2) for an unknown checkpoint, suite or host.
+        First the preflight (`evals/preflight.py`) checks the drafter against the suite's
+        cache from headers alone: a drafter that cannot be scored is recorded as a failed
+        job whose error starts with REFUSED, and nothing is copied. Raises JobError (exit
+        code 2) for an unknown checkpoint, suite or host, (exit code 1) for a host that
+        cannot be reached.
         """
         job, ref = await self._queue(checkpoint, suite, host, gpu, sliding)
-        self._spawn(job, ref)
+        if not job.terminal:
+            self._spawn(job, ref)
         return job
 
     def _spawn(self, job: Job, ref: CheckpointRef | None) -> None:
@@ -327,12 +334,13 @@ class JobManager:
                 else await resolve_checkpoint(self.pool, self.config, checkpoint)
             )
         except TargetError as exc:
-            raise JobError(str(exc), 2) from None
+            raise JobError(str(exc), exc.exit_code) from None
         target = host or suite.host
         if target not in self.config.hosts:
             raise JobError(f"no host {target!r} in {self.config.path}", 2)
-        gpu_text = await self._gpu_for(target, suite, gpu)  # no await from here to the insert
-        now = self.clock()
+        refusal = await self._preflight(ref, suite, target)
+        gpu_text = None if refusal else await self._gpu_for(target, suite, gpu)
+        now = self.clock()  # no await from here to the insert
         job = Job(
             id=new_job_id(now),
             backend=self.config.host(target).scheduler,
@@ -341,9 +349,11 @@ class JobManager:
             checkpoint=ref.name,
             checkpoint_host=ref.host,
             checkpoint_path=ref.path,
-            state=J.QUEUED,
+            state=J.FAILED if refusal else J.QUEUED,
             created_at=now,
             updated_at=now,
+            finished_at=now if refusal else None,
+            error=refusal,
             run=ref.run,
             step=ref.step,
             gpu=gpu_text,
@@ -355,6 +365,22 @@ class JobManager:
         for listener in list(self._listeners):
             listener(JobUpdated(job.id, job.state))
         return job, ref
+
+    async def _preflight(self, ref: CheckpointRef, suite: SuiteConfig, host: str) -> str | None:
+        """The refusal (every problem, one per line) or None; JobError when a host is down."""
+        try:
+            await preflight(self.pool, ref, suite, host)
+        except PreflightRefused as exc:
+            return str(exc)
+        except HostUnreachable as exc:
+            raise JobError(f"{exc.host} unreachable: {exc.message}", 1) from None
+        except RemoteError as exc:
+            raise JobError(
+                f"checking {ref.name} against suite {suite.name} failed: {exc}"
+            ) from None
+        except CheckpointError as exc:
+            raise JobError(str(exc), 2) from None
+        return None
 
     def _cancel_requested(self, job_id: str) -> bool:
         return self.store.get(job_id).state == J.CANCELLED
@@ -821,6 +847,7 @@ class JobManager:
         elif status.exit_code is not None:
             reason = (
                 _error_from_log(tail)
+                or await self._error_from_whole_log(job)
                 or status.note
                 or (
                     f"the harness exited with status {status.exit_code}"
@@ -849,6 +876,15 @@ class JobManager:
                 job.id, state=J.LOST, error=why, finished_at=now, log_tail=tail, detail=None
             )
         return True
+
+    async def _error_from_whole_log(self, job: Job) -> str | None:
+        """The harness's error event when the tail missed it: its message has one line per
+        problem, and many problems push the event line out of the last LOG_TAIL_LINES."""
+        with contextlib.suppress(RemoteError):
+            raw = await self.backend(job.host).read_file(job, "log")
+            if raw:
+                return _error_from_log(raw.decode("utf-8", "replace").splitlines())
+        return None
 
     async def _tail_or_empty(self, job: Job) -> list[str]:
         with contextlib.suppress(RemoteError):

@@ -9,13 +9,14 @@ The training step comes from `[[checkpoints]] step`, else from the name
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
 from dataclasses import dataclass
 
 from dflash_tui.config import CheckpointConfig, Config, RunConfig, SuiteConfig
 from dflash_tui.remote.command import shell_script
-from dflash_tui.remote.errors import RemoteError
+from dflash_tui.remote.errors import HostUnreachable, RemoteError
 from dflash_tui.remote.pool import HostPool
 
 _STEP = re.compile(
@@ -25,7 +26,12 @@ _SAFE = re.compile(r"[^A-Za-z0-9._@+-]+")
 
 
 class TargetError(Exception):
-    """A checkpoint or suite name that does not resolve; exit code 2 (bad usage)."""
+    """A checkpoint or suite name that does not resolve: exit code 2 (bad usage), or 1 when
+    the name could not be looked up because its host is down."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,11 @@ def suite_config(config: Config, name: str) -> SuiteConfig:
     for suite in config.suites:
         if suite.name == name:
             return suite
-    known = ", ".join(s.name for s in config.suites) or "none in the config"
-    raise TargetError(f"no suite {name!r} in {config.path} (suites: {known})")
+    names = [s.name for s in config.suites]
+    close = difflib.get_close_matches(name, names, n=1)
+    guess = f"; did you mean {close[0]!r}?" if close else ""
+    known = ", ".join(names) or "none in the config"
+    raise TargetError(f"no suite {name!r} in {config.path}{guess} (suites: {known})")
 
 
 def baseline_names(config: Config) -> list[str]:
@@ -122,6 +131,9 @@ async def discover_checkpoints(
             result = await pool.run(
                 run.host, shell_script(_GLOB_SCRIPT, run.checkpoints), timeout=30
             )
+        except HostUnreachable as exc:
+            errors.append(f"{exc.host} unreachable: {exc.message}")
+            continue
         except RemoteError as exc:
             errors.append(f"run {run.name}: cannot list {run.checkpoints}: {exc}")
             continue
@@ -150,6 +162,11 @@ async def resolve_checkpoint(pool: HostPool | None, config: Config, text: str) -
         for ref in found:
             if ref.name == text:
                 return ref
+        if errors and not found:  # the host did not answer: say that, not "no checkpoint"
+            raise TargetError(
+                f"{'; '.join(errors)}; cannot look up {text!r} in run {run_name}'s checkpoints",
+                1,
+            )
         names = ", ".join(r.name for r in found[-8:]) or "none yet"
         extra = f" ({'; '.join(errors)})" if errors else ""
         raise TargetError(f"run {run_name} has no checkpoint {rest!r}; latest: {names}{extra}")

@@ -691,6 +691,11 @@ class DflashApp(Guarded, App[int]):
     @work(group="eval", exit_on_error=False)
     async def start_eval(self, target: object, name: str, suite: str) -> None:
         job = await self.session.start_eval(target, suite)
+        if job.terminal:  # refused by the preflight: the reason, nothing was copied
+            self.notify(
+                f"eval of {name} on {suite}: {job.describe()}", severity="error", timeout=12
+            )
+            return
         self.notify(f"eval of {name} on {suite} queued as job {job.id}", timeout=6)
 
     def action_mark_baseline(self) -> None:

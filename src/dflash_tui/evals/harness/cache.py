@@ -18,19 +18,8 @@ import torch
 
 from . import CACHE_FORMAT
 from .errors import InputError, Problems
+from .rules import EMBED_NAMES, HEAD_FILE_NAMES, LM_HEAD_NAMES
 from .tensors import FLOAT_WEIGHTS, INTEGERS, ModelFiles, TensorFile
-
-EMBED_NAMES = (
-    "model.embed_tokens.weight",
-    "model.language_model.embed_tokens.weight",
-    "language_model.model.embed_tokens.weight",
-    "embed_tokens.weight",
-)
-LM_HEAD_NAMES = ("lm_head.weight", "language_model.lm_head.weight", "model.lm_head.weight")
-HEAD_FILE_NAMES = {
-    "embed": ("embed_tokens", "embed_tokens.weight"),
-    "lm_head": ("lm_head", "lm_head.weight"),
-}
 
 
 @dataclass

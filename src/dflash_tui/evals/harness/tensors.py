@@ -20,6 +20,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from .errors import InputError
+from .rules import FLOAT_WEIGHTS as FLOAT_WEIGHTS  # re-exported: foreign.py, cache.py
 
 # safetensors dtype names; .pt tensors are reported with the same names.
 DTYPES: dict[str, torch.dtype] = {
@@ -35,7 +36,6 @@ DTYPES: dict[str, torch.dtype] = {
     "BOOL": torch.bool,
 }
 DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
-FLOAT_WEIGHTS = ("F32", "F16", "BF16")
 INTEGERS = ("I64", "I32", "I16", "I8", "U8")
 
 
