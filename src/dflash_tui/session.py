@@ -222,7 +222,10 @@ class ConsoleSession:
         self._manager: Any = None  # evals.manager.JobManager once started
         self._sweep: Any = None  # evals.sweep.AutoEval when a run has auto_eval
         self._sweep_refs: tuple[str, ...] = ()
-        self._calibrations: dict[str, tuple[float, list[tuple[float, float]]]] = {}
+        # run -> (monotonic time, _calibration_inputs(), pairs)
+        self._calibrations: dict[
+            str, tuple[float, tuple[bool, int], list[tuple[float, float]]]
+        ] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.evals_error: str | None = None
         self._started = False
@@ -273,6 +276,7 @@ class ConsoleSession:
             log.warning("%s", self.evals_error)
             return
         self._manager = manager
+        self.monitor.recalibrate()  # views built before the store was open had no pairs
         manager.subscribe(lambda event: self._emit(JobsChanged(event.job_id)))
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._jobs_loop(), name="jobs:poll"))
@@ -662,18 +666,27 @@ class ConsoleSession:
 
     def _results_changed(self) -> None:
         self._calibrations.clear()
+        self.monitor.recalibrate()
         self._emit(LeaderboardChanged())
+
+    def _calibration_inputs(self) -> tuple[bool, int]:
+        """What the pairs depend on besides the results: whether the store is open yet,
+        and how many histories (acc at each evaluated step) have loaded."""
+        return self._manager is not None, self.monitor.histories_loaded
 
     def _calibration(self, run: str) -> list[tuple[float, float]]:
         """(training acc, measured tau) pairs for the monitor's tau estimate of `run`.
 
         The monitor asks on every snapshot it builds, so the answer is cached
-        (until results change, at most CALIBRATION_TTL_S).
+        until results change or a history loads (at most CALIBRATION_TTL_S, for
+        results another console collected): pairs read before the store was open
+        or the logs were loaded must not stand in for the real ones.
         """
         now = time.monotonic()
+        inputs = self._calibration_inputs()
         cached = self._calibrations.get(run)
-        if cached is not None and now - cached[0] < CALIBRATION_TTL_S:
-            return cached[1]
+        if cached is not None and cached[1] == inputs and now - cached[0] < CALIBRATION_TTL_S:
+            return cached[2]
         pairs: list[tuple[float, float]] = []
         if self._manager is not None:
             from dflash_tui.evals.pairs import calibration_pairs, default_suite, tau_points
@@ -685,7 +698,7 @@ class ConsoleSession:
                     pairs = calibration_pairs(tau_points(store, suite), self._acc_at)
             except sqlite3.Error as exc:
                 log.warning("cannot read calibration pairs: %s", exc)
-        self._calibrations[run] = (now, pairs)
+        self._calibrations[run] = (now, inputs, pairs)
         return pairs
 
     def _acc_at(self, run: str, step: int) -> float | None:

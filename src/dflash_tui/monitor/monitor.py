@@ -242,6 +242,9 @@ class Monitor:
             self._hosts.setdefault(r.host, _Host(r.host))
         self._subscribers: list[Callable[[MonitorEvent], None]] = []
         self._live: frozenset[str] | None = None
+        # A calibration reads every run's history (acc at each evaluated step): its
+        # caller keys what it caches on this count of histories loaded.
+        self.histories_loaded = 0
         self._started = False
         self._stopping = False
 
@@ -599,7 +602,17 @@ class Monitor:
         if run.seq >= first:
             self._emit(LinesAppended(run.cfg.name, first, run.seq))
         self._rejudge(run)
-        self._run_changed(run)
+        self.histories_loaded += 1
+        if self.calibration is not None:
+            self.recalibrate()  # every run's pairs may read this history
+        else:
+            self._run_changed(run)
+
+    def recalibrate(self) -> None:
+        """The calibration's pairs may have changed (results collected, a history loaded):
+        every run's view is built again, so its tau is estimated from them at once."""
+        for run in self._runs.values():
+            self._run_changed(run)
 
     async def _follow(self, run: _Run) -> None:
         delay = 1.0

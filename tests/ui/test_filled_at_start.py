@@ -1,0 +1,106 @@
+"""Numbers the console already has are shown from the start, not a refresh later (issue 22).
+
+The console here is the real one: a ConsoleSession following the SpecForge DFlash
+field log (tests/monitor/fieldlogs/specforge_dflash.log, SpecForge's own format:
+Step lines with a mean acc, no per-position accuracies) on a loopback sshd, with
+two of the run's checkpoints already evaluated in the results store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dflash_tui.config import load_config
+from dflash_tui.evals.manager import open_eval_state
+from dflash_tui.evals.schema import validate_results
+from dflash_tui.evals.store import ResultsStore
+from dflash_tui.session import ConsoleSession
+from dflash_tui.ui.panes.runs import RunsTable
+from dflash_tui.ui.screens.detail import detail_text
+from tests.testbed import SshdHost
+from tests.waiting import pilot_until
+
+SPECFORGE_LOG = Path(__file__).parents[1] / "monitor" / "fieldlogs" / "specforge_dflash.log"
+EVALUATED = {40: 2.5, 80: 3.0}  # checkpoint step -> measured tau_top1
+
+
+def result_doc(step: int, tau: float) -> dict[str, Any]:
+    """A `dflash-eval/1` document as the harness writes it (DESIGN §4.6)."""
+    name = f"step-{step}"
+    return {
+        "schema": "dflash-eval/1",
+        "suite": "coding10",
+        "checkpoint": {"name": name, "path": f"/models/{name}", "config_sha256": "ab" * 32},
+        "block_size": 8,
+        "n_anchors": 12,
+        "device": "cpu",
+        "elapsed_s": 1.5,
+        "metrics": {
+            "acc": 0.5,
+            "acc_per_position": [0.5] * 7,
+            "streak_top1": tau - 1,
+            "streak_top4": tau - 0.5,
+            "tau_top1": tau,
+            "ddtree_b8": tau - 0.3,
+        },
+        "tasks": {"json_parser": {"n_anchors": 12, "acc": 0.5, "streak_top1": tau - 1}},
+    }
+
+
+def store_results(config_path: Path) -> None:
+    """The run's checkpoints at steps 40 and 80, evaluated before the console opens."""
+    config = load_config(config_path)
+    store = ResultsStore(config.console.results_dir, open_eval_state(config.console.state_dir))
+    for at, (step, tau) in enumerate(EVALUATED.items(), start=1):
+        doc = result_doc(step, tau)
+        store.add(
+            validate_results(doc),
+            json.dumps(doc).encode(),
+            suite="coding10",
+            checkpoint=doc["checkpoint"]["name"],
+            source="job",
+            created_at=float(at),
+            collected_at=float(at),
+            job_id=f"job-{step}",
+            run="sf",
+            step=step,
+        )
+
+
+@pytest.fixture
+async def specforge_session(
+    sshd: SshdHost, write_config: Callable[..., Path], tmp_path: Path
+) -> AsyncIterator[ConsoleSession]:
+    log = tmp_path / "train.log"
+    log.write_bytes(SPECFORGE_LOG.read_bytes())
+    path = write_config({"a": sshd}, extra=f'[[runs]]\nname = "sf"\nhost = "a"\nlog = "{log}"\n')
+    store_results(path)
+    session = ConsoleSession(load_config(path), auto_eval=False)
+    yield session
+    await session.stop()
+
+
+async def test_the_runs_table_shows_the_calibrated_tau_with_the_first_numbers(
+    make_app, specforge_session: ConsoleSession
+) -> None:
+    """The tau estimate calibrated on the stored pairs is in the runs table as soon as the
+    run's step is: not `-` for the first 30 s while the detail screen already has it."""
+    app = make_app(specforge_session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await specforge_session.start()  # after the panes were first filled, as in the app
+        table = app.screen.query_one(RunsTable)
+
+        def step_shown() -> bool:
+            app.flush_now()
+            return table.row_count > 0 and table.cell_text(0, "step") == "100/120"
+
+        await pilot_until(pilot, step_shown, "the run's step", seen=lambda: table._cells)
+        # acc at step 100 is past the calibrated range (acc at 40..80): its nearest end
+        assert table.cell_text(0, "tau") == "3.00*"
+        view = specforge_session.run("sf")
+        assert "Tau        3.00 extrapolated: calibrated on 2 pairs" in detail_text(view, 0).plain
