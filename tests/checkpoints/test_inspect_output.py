@@ -1,5 +1,5 @@
 """What `dflash-tui inspect` prints (run as a real process on local checkpoints): sizes in
-binary units, parameters as a count."""
+binary units, parameters as a count, and whether two checkpoints hold the same bytes."""
 
 from __future__ import annotations
 
@@ -48,3 +48,28 @@ def test_parameters_are_a_count_and_weights_a_binary_size(tmp_path: Path) -> Non
     size = (tmp_path / "d" / "model.safetensors").stat().st_size  # 329,472 + its header
     assert 329_472 < size < 331_776  # so it is 322..324 KiB
     assert field(out.stdout, "weights") in {"322 KiB in 1 file", "323 KiB in 1 file"}
+
+
+def test_same_bytes_is_no_when_the_configs_differ(tmp_path: Path) -> None:
+    # Same tensors, shapes and weight sizes; only config.json differs (its sha256 is known
+    # from inspecting alone, no --sha256 needed to tell the bytes are not the same).
+    a = small_drafter(tmp_path / "a")
+    b = small_drafter(tmp_path / "b", {**DRAFTER_CONFIG, "vocab_size": 1000})
+    out = inspect(str(a), "--against", str(b))
+    assert field(out.stdout, "config sha256") != out.stdout.split("config sha256")[2].split()[0]
+    assert "same bytes: no (config.json differs)" in out.stdout, out.stdout
+    data = json.loads(inspect(str(a), "--against", str(b), "--json").stdout)["comparison"]
+    assert data["same_bytes"] is False and data["bytes_differ"] == ["config.json"]
+
+
+def test_same_bytes_stays_unknown_without_hashes_when_only_weights_could_differ(
+    tmp_path: Path,
+) -> None:
+    a = small_drafter(tmp_path / "a")
+    b = small_drafter(tmp_path / "b")  # same config bytes, weights of the same size
+    out = inspect(str(a), "--against", str(b))
+    assert "same bytes: unknown (use --sha256)" in out.stdout, out.stdout
+    hashed = inspect(str(a), "--against", str(b), "--sha256")
+    assert "same bytes: no (model.safetensors differs)" in hashed.stdout, hashed.stdout
+    same = inspect(str(a), "--against", str(a), "--sha256")
+    assert "same bytes: yes" in same.stdout, same.stdout

@@ -76,6 +76,9 @@ def _print_comparison(c: Comparison) -> None:
         print("drafter vs target: " + verdict)
     else:
         same_bytes = {True: "yes", False: "no", None: "unknown (use --sha256)"}[c.same_bytes]
+        if c.bytes_differ:
+            which = ", ".join(c.bytes_differ)
+            same_bytes += f" ({which} {'differs' if len(c.bytes_differ) == 1 else 'differ'})"
         print(
             f"same tensors and shapes: {'yes' if c.same_shapes else 'no'}; same bytes: {same_bytes}"
         )
