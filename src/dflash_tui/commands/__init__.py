@@ -6,6 +6,9 @@ listed here only once it works (no stubs).
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
+
 COMMAND_MODULES = [
     "tui",
     "demo",
@@ -35,3 +38,11 @@ class CommandError(Exception):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def unknown_name(kind: str, name: str, known: Sequence[str], where: object) -> CommandError:
+    """Exit 2 for a name the config does not have, with the closest one and the list."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    guess = f"; did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(known) or "none configured"
+    return CommandError(f"no {kind} {name!r} in {where}{guess} ({kind}s: {listed})", 2)

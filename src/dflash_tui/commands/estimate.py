@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from dflash_tui.commands import CommandError
+from dflash_tui.commands import CommandError, unknown_name
 from dflash_tui.commands.eval import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json
 from dflash_tui.evals.pairs import (
@@ -52,6 +52,11 @@ def _positions(text: str) -> list[float]:
 
 async def _calibrated(args: argparse.Namespace) -> tuple[TauEstimate, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
+        suites, runs = [s.name for s in ctx.config.suites], [r.name for r in ctx.config.runs]
+        if args.suite is not None and args.suite not in suites:
+            raise unknown_name("suite", args.suite, suites, ctx.config.path)
+        if args.run is not None and args.run not in runs:
+            raise unknown_name("run", args.run, runs, ctx.config.path)
         store = ctx.manager.results
         suite = args.suite or default_suite(ctx.config, store, args.run)
         info: dict[str, Any] = {"suite": suite, "run": args.run, "pairs": [], "errors": []}

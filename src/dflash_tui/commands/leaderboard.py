@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dflash_tui.commands import CommandError
+from dflash_tui.commands import CommandError, unknown_name
 from dflash_tui.commands.eval import iso, when
 from dflash_tui.commands.output import add_json_flag, format_table, print_json
 from dflash_tui.config import load_config
@@ -31,6 +31,14 @@ from dflash_tui.evals.served.store import ServedStore
 from dflash_tui.evals.store import ResultsStore
 
 MAX_COLUMNS = 6
+
+
+def _check_baseline_name(config: Any, store: Any, suite: str, name: str) -> None:
+    """A baseline is a configured checkpoint or one with a result on the suite (exit 2 else)."""
+    known = [c.name for c in config.checkpoints]
+    known += sorted({r.checkpoint for r in store.results(suite)} - set(known))
+    if name not in known:
+        raise unknown_name("checkpoint", name, known, f"{config.path} or the results of {suite}")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -200,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError("--set-baseline/--clear-baseline need a SUITE", 2)
             import time
 
+            if args.set_baseline:
+                _check_baseline_name(config, store, args.suite, args.set_baseline)
             store.set_baseline(
                 args.suite, None if args.clear_baseline else args.set_baseline, time.time()
             )
