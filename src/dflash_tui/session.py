@@ -123,9 +123,15 @@ class TransferView:
     error: str | None
     started_at: float
     finished_at: float | None
+    # Files already at the destination with the source's sha256 (not sent); known while
+    # this console ran the transfer. `bytes_total` counts the files to send.
+    files_up_to_date: int = 0
+    bytes_up_to_date: int = 0
 
     @property
     def fraction(self) -> float | None:
+        if self.state == "done":
+            return 1.0
         return None if self.bytes_total <= 0 else min(1.0, self.bytes_done / self.bytes_total)
 
 
@@ -145,6 +151,8 @@ class _LiveTransfer:
     current_file: str | None = None
     error: str | None = None
     finished_at: float | None = None
+    files_up_to_date: int = 0
+    bytes_up_to_date: int = 0
 
 
 # --------------------------------------------------------------------------- the interface
@@ -776,6 +784,8 @@ class ConsoleSession:
             if isinstance(event, TransferStarted):
                 live.bytes_total, live.files_total = event.bytes_total, event.files
                 live.bytes_done = event.bytes_verified
+                live.files_up_to_date = event.files_up_to_date
+                live.bytes_up_to_date = event.bytes_up_to_date
             elif isinstance(event, FileProgress):
                 live.bytes_done, live.bytes_total = event.overall_done, event.overall_total
                 live.rate_bps, live.eta_s = event.overall_rate_bps, event.overall_eta_s
@@ -831,6 +841,8 @@ def _view_from_live(transfer_id: str, t: _LiveTransfer) -> TransferView:
         error=t.error,
         started_at=t.started_at,
         finished_at=t.finished_at,
+        files_up_to_date=t.files_up_to_date,
+        bytes_up_to_date=t.bytes_up_to_date,
     )
 
 

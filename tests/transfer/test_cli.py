@@ -63,7 +63,7 @@ def test_plain_output_prints_both_hashes_and_list_shows_it(
     code, out, err = run_main(capsys, *words)
     assert code == 0, err
     assert f"sha256 source      {sha}" in out
-    assert f"sha256 destination {sha}" in out and "done: 1 file(s)" in out
+    assert f"sha256 destination {sha}" in out and "done: 1 file, " in out
     code, out, _ = run_main(capsys, *words)
     assert code == 0 and "already up to date" in out
     code, out, _ = run_main(capsys, "relay", "--list", "--config", str(config))

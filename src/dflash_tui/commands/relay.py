@@ -32,7 +32,7 @@ from dflash_tui.transfer import (
     trace,
 )
 from dflash_tui.transfer.verify import DEFAULT_RANGE_BYTES
-from dflash_tui.units import rate, size
+from dflash_tui.units import plural, rate, size, size_pair
 
 if TYPE_CHECKING:
     from dflash_tui.transfer import RelayOptions
@@ -198,6 +198,9 @@ class _Printer:
         self.tty = out.isatty() and not json_lines
         self.last_plain = 0.0
         self.line_open = False
+        self.line_kept = False  # the open line is the final progress line: left on screen
+        self.final_shown = False
+        self.started: TransferStarted | None = None
         self.failure_shown = False
 
     def __call__(self, event: TransferEvent) -> None:
@@ -208,14 +211,10 @@ class _Printer:
         if isinstance(event, FileProgress):
             self._progress(event)
         elif isinstance(event, TransferStarted):
-            resumed = (
-                f", resuming: {size(event.bytes_verified)} already verified"
-                if event.resumed
-                else ""
-            )
+            self.started = event
             self._line(
-                f"{event.mode} {event.src} -> {event.dst}: {event.files} file(s), "
-                f"{size(event.bytes_total)}{resumed} [transfer {event.transfer_id}]"
+                f"{event.mode} {event.src} -> {event.dst}: {_plan(event)} "
+                f"[transfer {event.transfer_id}]"
             )
         elif isinstance(event, FileVerified):
             state = "already up to date" if event.skipped else "verified"
@@ -235,35 +234,46 @@ class _Printer:
             if event.hint:
                 self._line(f"hint: {event.hint}", err=True)
         elif isinstance(event, TransferFinished):
-            self._line(
-                f"done: {event.files} file(s), {size(event.bytes_total)}; sent "
-                f"{size(event.bytes_sent)} in {event.elapsed_s:.1f}s "
-                f"({rate(event.rate_bps)})"
-            )
+            started = self.started
+            if started is not None and event.bytes_sent == 0 and started.files_up_to_date:
+                self._line(f"done: {_up_to_date(started)}; nothing sent")
+            else:
+                self._line(
+                    f"done: {plural(event.files, 'file')}, {size(event.bytes_total)}; sent "
+                    f"{size(event.bytes_sent)} in {event.elapsed_s:.1f}s "
+                    f"({rate(event.rate_bps)})"
+                )
 
     def _progress(self, e: FileProgress) -> None:
-        eta = f"ETA {_duration(e.overall_eta_s)}" if e.overall_eta_s is not None else "ETA -"
         # Floor, so 100% means done.
         pct = 100 * e.bytes_done // e.bytes_total if e.bytes_total else 100
-        total_pct = 100 * e.overall_done // e.overall_total if e.overall_total else 100
+        if e.finished:  # every byte is done: 100% and the average rate, no ETA
+            total = f"total 100% avg {rate(e.overall_rate_bps)}"
+        else:
+            eta = f"ETA {_duration(e.overall_eta_s)}" if e.overall_eta_s is not None else "ETA -"
+            total_pct = 100 * e.overall_done // e.overall_total
+            total = f"total {total_pct:3d}% {rate(e.overall_rate_bps)} {eta}"
         text = (
-            f"{e.path} {pct:3d}% {size(e.bytes_done)}/{size(e.bytes_total)} "
-            f"{rate(e.rate_bps)} | total {total_pct:3d}% {rate(e.overall_rate_bps)} {eta}"
+            f"{e.path} {pct:3d}% {size_pair(e.bytes_done, e.bytes_total)} "
+            f"{rate(e.rate_bps)} | {total}"
         )
         if self.tty:
             self.out.write("\r\x1b[K" + text)
             self.out.flush()
-            self.line_open = True
+            self.line_open, self.line_kept = True, e.finished
             return
         now = time.monotonic()
-        if now - self.last_plain >= PLAIN_INTERVAL_S:
+        final = e.finished and not self.final_shown
+        if final or now - self.last_plain >= PLAIN_INTERVAL_S:
             self.last_plain = now
+            self.final_shown = self.final_shown or e.finished
             self._line(text)
 
     def _line(self, text: str, *, err: bool = False) -> None:
         if self.line_open:
-            self.out.write("\r\x1b[K")
-            self.line_open = False
+            # The final progress line stays (100% and the average); any other is replaced.
+            self.out.write("\n" if self.line_kept else "\r\x1b[K")
+            self.line_open = self.line_kept = False
         stream = sys.stderr if err else self.out
         stream.write(text + "\n")
         stream.flush()
@@ -285,6 +295,23 @@ class _Printer:
         if self.line_open:
             self.out.write("\n")
             self.line_open = False
+
+
+def _up_to_date(e: TransferStarted) -> str:
+    return f"{plural(e.files_up_to_date, 'file')} up to date ({size(e.bytes_up_to_date)})"
+
+
+def _plan(e: TransferStarted) -> str:
+    """`2 files, 3.46 GiB`, `2 files up to date (3.46 GiB)`, or both parts of a mixed one."""
+    sending = e.files - e.files_up_to_date
+    if e.files and not sending:
+        return _up_to_date(e)
+    text = f"{plural(sending, 'file')}, {size(e.bytes_total)}"
+    if e.files_up_to_date:
+        text += f" to send; {_up_to_date(e)}"
+    if e.resumed:
+        text += f", resuming: {size(e.bytes_verified)} already verified"
+    return text
 
 
 def _duration(s: float) -> str:

@@ -31,7 +31,10 @@ class TransferEvent:
 
 @dataclass(frozen=True)
 class TransferStarted(TransferEvent):
-    """The plan is made: what is copied where, and how much was verified already."""
+    """The plan is made: what is copied where, and how much was verified already.
+
+    `files` counts every file of the source; `bytes_total` the files to send (not those
+    already up to date at the destination, `files_up_to_date` of `bytes_up_to_date`)."""
 
     src: str
     dst: str
@@ -40,11 +43,16 @@ class TransferStarted(TransferEvent):
     bytes_total: int
     bytes_verified: int  # already verified by an earlier, interrupted run
     resumed: bool
+    files_up_to_date: int = 0  # at the destination with the source's sha256: not sent
+    bytes_up_to_date: int = 0
 
 
 @dataclass(frozen=True)
 class FileProgress(TransferEvent):
-    """Bytes of `path` (relative to the transfer's root) that are done, and the whole transfer's."""
+    """Bytes of `path` (relative to the transfer's root) that are done, and the whole transfer's.
+
+    Rates are over the last few seconds; once every byte is done (`finished`), the
+    overall rate is the average since the transfer's files started moving."""
 
     path: str
     bytes_done: int
@@ -55,6 +63,10 @@ class FileProgress(TransferEvent):
     overall_total: int
     overall_rate_bps: float
     overall_eta_s: float | None
+
+    @property
+    def finished(self) -> bool:
+        return self.overall_done >= self.overall_total
 
 
 @dataclass(frozen=True)
@@ -148,7 +160,10 @@ class ProgressTracker:
         self.bytes_sent = 0
         self._files: dict[str, list[int]] = {}  # path -> [done, total]
         self._rates: dict[str, _Rate] = {}
-        self._overall_rate = _Rate()
+        self.started = clock()
+        # Of bytes sent (not done: resumed bytes were not sent now), from the start, so a
+        # first event has a rate rather than 0 B/s.
+        self._overall_rate = _Rate(samples=[(self.started, 0)])
         self._last_emit: dict[str, float] = {}
 
     def add_file(self, path: str, total: int, done: int = 0) -> None:
@@ -177,8 +192,15 @@ class ProgressTracker:
     def emit(self, path: str, now: float | None = None) -> None:
         now = self.clock() if now is None else now
         done, total = self._files[path]
-        rate = self._rates[path].add(now, done)
-        overall_rate = self._overall_rate.add(now, self.overall_done)
+        overall_rate = self._overall_rate.add(now, self.bytes_sent)
+        if self.overall_done >= self.overall_total and now > self.started:
+            overall_rate = self.bytes_sent / (now - self.started)  # the end: the average
+        file_rate = self._rates[path]
+        if file_rate.samples:
+            rate = file_rate.add(now, done)
+        else:  # a file's first event has no span of its own yet: the transfer's rate stands in
+            rate = overall_rate
+            file_rate.samples.append((now, done))
         self.sink(
             FileProgress(
                 self.transfer_id,

@@ -445,6 +445,7 @@ class _Relay:
         )  # fmt: skip
         for job in pending:
             self.tracker.add_file(job.label, job.file.size, job.written_bytes)
+        current = [j for j in self.jobs if j.done]  # up to date at the destination
         self.sink(
             TransferStarted(
                 self.transfer_id,
@@ -455,6 +456,8 @@ class _Relay:
                 total,
                 already,
                 self.resumed,
+                files_up_to_date=len(current),
+                bytes_up_to_date=sum(j.file.size for j in current),
             )
         )
         for job in self.jobs:

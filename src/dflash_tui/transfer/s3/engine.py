@@ -188,9 +188,14 @@ class StoreTransfer:
         )  # fmt: skip
         for f in files:
             self.tracker.add_file(f.label, f.size, f.already)
-        self.sink(
-            TransferStarted(self.transfer_id, src, dst, MODE, count, total, already, self.resumed)
-        )
+        # Up to date at the destination: counted apart, not as bytes to send (as a relay).
+        current = [r for r in self.results.values() if r.skipped]
+        same = sum(r.size for r in current)
+        started = TransferStarted(
+            self.transfer_id, src, dst, MODE, count, total - same, already - same,
+            self.resumed, files_up_to_date=len(current), bytes_up_to_date=same,
+        )  # fmt: skip
+        self.sink(started)
         for label in self.order:
             if label in self.results:
                 self._emit_verified(self.results[label])

@@ -23,6 +23,7 @@ from dflash_tui.session import TransferView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
+from dflash_tui.units import plural
 
 NO_JOBS = (
     "No eval jobs yet. Press e on a leaderboard row to evaluate a checkpoint; runs with "
@@ -154,10 +155,17 @@ class JobsPane(PaneMixin, VerticalScroll):
             out.append(f"{t.state:<11}", style)
             out.append(fmt.clip(f"{t.src} -> {t.dst}", width - 12) + "\n")
             out.append("           ")
-            out.append(fmt.bar(t.fraction, bar_w), style)
-            out.append(
-                f" {fmt.percent(t.fraction):>4}  {fmt.size_pair(t.bytes_done, t.bytes_total)}"
-            )
+            if t.state == "done" and 0 < t.files_total <= t.files_up_to_date:
+                # Nothing to send: say so, with what is there, rather than a 0 B bar.
+                files = plural(t.files_total, "file")
+                out.append(f"up to date: {files} ({fmt.size(t.bytes_up_to_date)})", style)
+            else:
+                out.append(fmt.bar(t.fraction, bar_w), style)
+                out.append(
+                    f" {fmt.percent(t.fraction):>4}  {fmt.size_pair(t.bytes_done, t.bytes_total)}"
+                )
+            if t.state == "done" and t.rate_bps:
+                out.append(f"  avg {fmt.rate(t.rate_bps)}")
             if t.state == "running":
                 rate = fmt.rate(t.rate_bps)
                 out.append(f"  {rate}  eta {fmt.duration(t.eta_s)}")

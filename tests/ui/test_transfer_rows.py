@@ -1,0 +1,42 @@
+"""The jobs & transfers tab's transfer rows: a finished relay at 100% with its average rate,
+an up-to-date one saying so with the size it did not send (80x24)."""
+
+from __future__ import annotations
+
+from dflash_tui.session import TransferView
+from dflash_tui.ui.panes.jobs import JobsPane
+from tests.ui.fixture_session import NOW, FixtureSession
+from tests.waiting import settled
+
+GIB, MIB = 1 << 30, 1 << 20
+
+
+def view(tid: str, **changes) -> TransferView:  # type: ignore[no-untyped-def]
+    fields = dict(
+        id=tid, src=f"storage:models/{tid}", dst=f"evalbox:models/{tid}", state="done",
+        bytes_done=0, bytes_total=0, files_total=2, rate_bps=None, eta_s=None,
+        current_file=None, error=None, started_at=NOW - 60, finished_at=NOW - 30,
+    )  # fmt: skip
+    return TransferView(**{**fields, **changes})
+
+
+async def test_finished_and_up_to_date_transfers(make_app) -> None:
+    session = FixtureSession()
+    session.set_transfers(
+        (
+            view(
+                "sent", bytes_done=int(3.46 * GIB), bytes_total=int(3.46 * GIB), rate_bps=118 * MIB
+            ),
+            view("same", files_up_to_date=2, bytes_up_to_date=int(3.46 * GIB), rate_bps=0.0),
+        )
+    )
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        await settled(pilot, lambda: session.transfer_reads, what="the jobs tab shown")
+        body = str(app.screen.query_one(JobsPane).query_one("#jobs-body").render())
+    lines = body.splitlines()
+    sent = lines[lines.index(next(x for x in lines if "models/sent" in x)) + 1]
+    same = lines[lines.index(next(x for x in lines if "models/same" in x)) + 1]
+    assert "100%" in sent and "3.46/3.46 GiB" in sent and "avg 118 MiB/s" in sent, sent
+    assert "up to date: 2 files (3.46 GiB)" in same and "0 B" not in same, same
