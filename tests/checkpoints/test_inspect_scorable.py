@@ -56,3 +56,25 @@ def test_an_eval_of_an_unscorable_drafter_stops_before_the_relay(tmp_path: Path)
         PlacementError, match="the eval harness cannot score this drafter: rope_scaling"
     ):
         check_drafter(inspect_local(str(tmp_path / "d")))
+
+
+def test_inspect_checks_the_config_against_the_tensor_shapes(tmp_path: Path) -> None:
+    """config.json says hidden_size 128 and 8 heads over 64-wide tensors with 4 heads: one
+    PROBLEM line per field (not one per tensor), exit 1; the harness's own rules."""
+    from dflash_tui.evals.synthetic import write_drafter
+
+    drafter = write_drafter(tmp_path / "d")
+    assert inspect_local(str(drafter)).problems == ()
+    config = json.loads((drafter / "config.json").read_text())
+    (drafter / "config.json").write_text(
+        json.dumps({**config, "hidden_size": 128, "num_attention_heads": 8})
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "dflash_tui", "inspect", str(drafter)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    problems = [line for line in out.stdout.splitlines() if line.startswith("PROBLEM")]
+    assert any("hidden_size: config.json says 128, the tensors say 64" in p for p in problems)
+    assert any("num_attention_heads: config.json says 8, the tensors say 4" in p for p in problems)
+    assert len(problems) == 2, problems

@@ -21,7 +21,7 @@ from .rules import (
     Shapes,
     fc_width,
     parse_config,
-    weight_problems,
+    tensor_problems,
     weight_shapes,
 )
 from .tensors import ModelFiles
@@ -75,8 +75,9 @@ class DrafterFiles:
         return fc_width(self.shapes())
 
     def check_weights(self, problems: Problems) -> None:
-        """Add a problem for each missing tensor, wrong shape and unsupported dtype (rules.py)."""
-        weight_problems(self.config, self.shapes(), str(self.dir), problems)
+        """Add a problem per config field the tensors contradict, missing tensor, wrong shape
+        and unsupported dtype (`rules.tensor_problems`, as inspect and the preflight)."""
+        tensor_problems(self.config, self.shapes(), str(self.dir), problems)
 
     def load(self, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
         """Read the weights the forward needs (plus optional attention biases) onto ``device``."""

@@ -260,7 +260,7 @@ def fc_width(shapes: Shapes) -> int | None:
 def weight_problems(cfg: DrafterConfig, shapes: Shapes, where: str, problems: Problems) -> None:
     """Add a problem for each missing tensor, wrong shape and unsupported dtype.
 
-    ``fc.weight``'s input width is left to `fc_problems`, which compares it
+    ``fc.weight``'s input width is left to `config_vs_tensors`, which compares it
     with the config (and the cache) in one place.
     """
     prefix = drafter_prefix(shapes)
@@ -303,17 +303,6 @@ def weight_problems(cfg: DrafterConfig, shapes: Shapes, where: str, problems: Pr
         )
 
 
-def fc_problems(cfg: DrafterConfig, width: int | None, problems: Problems) -> None:
-    """fc.weight's input width against len(target_layer_ids) x hidden_size."""
-    expected = cfg.n_feature_layers * cfg.hidden_size
-    if width is not None and width != expected:
-        problems.add(
-            f"fc input width: fc.weight takes {width} features, but "
-            f"len(target_layer_ids)={cfg.n_feature_layers} x hidden_size={cfg.hidden_size} "
-            f"= {expected}"
-        )
-
-
 def drafter_problems(
     raw: Mapping[str, Any], shapes: Shapes, where: str
 ) -> tuple[DrafterConfig | None, Problems]:
@@ -328,9 +317,76 @@ def drafter_problems(
         for line in exc.problems or [exc.message]:
             problems.add(line, exc.hint)
         return None, problems
-    weight_problems(cfg, shapes, where, problems)
-    fc_problems(cfg, fc_width(shapes), problems)
+    tensor_problems(cfg, shapes, where, problems)
     return cfg, problems
+
+
+def tensor_problems(cfg: DrafterConfig, shapes: Shapes, where: str, problems: Problems) -> None:
+    """The config against the tensors: one line per contradicted field, then the per-tensor
+    lines (missing, extra, dtype; shapes only when no field explains them, else one wrong
+    hidden_size gives twenty lines)."""
+    fields = config_vs_tensors(cfg, shapes)
+    for line in fields:
+        problems.add(line, "config.json does not describe these weights: fix the config, or "
+                     "check that the two files belong together")  # fmt: skip
+    detail = Problems()
+    weight_problems(cfg, shapes, where, detail)
+    for line in detail.items:
+        if not fields or " expected " not in line:
+            problems.add(line, "; ".join(detail.hints) or None)
+
+
+def _rows(shapes: Shapes, key: str, dim: int = 0) -> int | None:
+    found = shapes.get(key)
+    return found[1][dim] if found is not None and len(found[1]) > dim else None
+
+
+def config_vs_tensors(cfg: DrafterConfig, shapes: Shapes) -> list[str]:
+    """One line per config.json field the tensor shapes contradict (hidden_size, heads,
+    kv heads, head_dim, intermediate_size, layers, fc width against the layer ids)."""
+    p = drafter_prefix(shapes)
+    a, m = f"{p}layers.0.self_attn", f"{p}layers.0.mlp"
+    hidden = _rows(shapes, f"{p}norm.weight") or _rows(shapes, f"{a}.q_proj.weight", 1)
+    head_dim = _rows(shapes, f"{a}.q_norm.weight")
+    q_rows, kv_rows = _rows(shapes, f"{a}.q_proj.weight"), _rows(shapes, f"{a}.k_proj.weight")
+    layers = {
+        int(name[len(p) + 7 :].split(".", 1)[0])
+        for name in shapes
+        if name.startswith(f"{p}layers.") and name[len(p) + 7 :].split(".", 1)[0].isdigit()
+    }
+    seen = {
+        "hidden_size": (cfg.hidden_size, hidden, "norm.weight"),
+        "head_dim": (cfg.head_dim, head_dim, "q_norm.weight"),
+        "num_attention_heads": (
+            cfg.num_heads,
+            q_rows // head_dim if q_rows and head_dim else None,
+            "q_proj rows / head_dim",
+        ),
+        "num_key_value_heads": (
+            cfg.num_kv_heads,
+            kv_rows // head_dim if kv_rows and head_dim else None,
+            "k_proj rows / head_dim",
+        ),
+        "intermediate_size": (
+            cfg.intermediate_size,
+            _rows(shapes, f"{m}.gate_proj.weight"),
+            "gate_proj rows",
+        ),
+        "num_hidden_layers": (cfg.num_layers, len(layers) or None, "layers.N.* in the weights"),
+    }
+    out = [
+        f"{name}: config.json says {said}, the tensors say {found} ({how})"
+        for name, (said, found, how) in seen.items()
+        if found is not None and said != found
+    ]
+    width = fc_width(shapes)
+    h = hidden or cfg.hidden_size
+    if width is not None and width != cfg.n_feature_layers * h:
+        out.append(
+            f"fc input width: fc.weight takes {width} features, but len(target_layer_ids)="
+            f"{cfg.n_feature_layers} x hidden_size={h} = {cfg.n_feature_layers * h}"
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -376,7 +432,6 @@ def cache_problems(
                 "use a cache extracted for this drafter's target_layer_ids, or check the suite's "
                 "cache_layer_ids (docs/evals.md gives each tool's convention)",
             )
-    fc_problems(cfg, width, problems)
     expected = width if width is not None else cfg.n_feature_layers * h
     widths = cache.feature_widths or {}
     wrong = sorted({w for w in widths.values() if w and w != expected})
