@@ -20,10 +20,11 @@ from dflash_tui.evals.manager import open_eval_state
 from dflash_tui.evals.schema import validate_results
 from dflash_tui.evals.store import ResultsStore
 from dflash_tui.session import ConsoleSession
+from dflash_tui.ui.panes.plots import PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable
 from dflash_tui.ui.screens.detail import detail_text
 from tests.testbed import SshdHost
-from tests.waiting import pilot_until
+from tests.waiting import pilot_until, settled
 
 SPECFORGE_LOG = Path(__file__).parents[1] / "monitor" / "fieldlogs" / "specforge_dflash.log"
 EVALUATED = {40: 2.5, 80: 3.0}  # checkpoint step -> measured tau_top1
@@ -104,3 +105,26 @@ async def test_the_runs_table_shows_the_calibrated_tau_with_the_first_numbers(
         assert table.cell_text(0, "tau") == "3.00*"
         view = specforge_session.run("sf")
         assert "Tau        3.00 extrapolated: calibrated on 2 pairs" in detail_text(view, 0).plain
+
+
+async def test_plots_are_drawn_from_the_loaded_history_at_once(
+    make_app, specforge_session: ConsoleSession
+) -> None:
+    """The plots were first drawn empty (before the history loaded), and the loaded
+    history then waited out the 10 s between two draws of new points: the first
+    points of a run are drawn in the frame that brings them."""
+    app = make_app(specforge_session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        plots = app.screen.query_one(PlotsPane)
+        await settled(pilot, lambda: plots.plot_draws, what="the empty plots drawn")
+        assert plots.plot_draws >= 1 and plots.drawn_points == 0
+        await specforge_session.start()
+
+        def loaded() -> bool:
+            app.flush_now()
+            return len(specforge_session.run("sf").series) > 0
+
+        await pilot_until(pilot, loaded, "the run's history")
+        await settled(pilot, lambda: plots.plot_draws, what="the views flushed")
+        assert plots.drawn_points == len(specforge_session.run("sf").series)
+        assert not plots.owed

@@ -5,7 +5,8 @@ pane is on screen, and only when the series or the size changed: at once for
 another run or a new size (at most once a second), and for new points of the
 same run at most every DATA_INTERVAL_S (a plotext redraw of three charts costs
 about 40 ms on a small VM, and a loss curve over thousands of steps gains about
-a column in that time). The captions (latest value and EMA) follow every
+a column in that time). A run's first points (its history just loaded, the
+canvas still empty) are drawn at once, whatever the interval. The captions (latest value and EMA) follow every
 update of the views: a one-line text, drawn even while the canvas waits. A redraw that has
 to wait is owed: the
 App's beat calls `draw_if_owed`, so it lands in the frame of the beat's other
@@ -143,6 +144,7 @@ class PlotsPane(PaneMixin, Container):
         self.owed = False  # a draw had to wait for its interval; the App's beat pays it
         self._interval = 0.0  # the owed draw waits this long after the last
         self.plot_draws = 0  # plotext redraws done (tests and the bench read it)
+        self.drawn_points = 0  # points of the series the last redraw plotted (tests read it)
 
     def compose(self) -> ComposeResult:
         for chart in CHARTS:
@@ -165,7 +167,7 @@ class PlotsPane(PaneMixin, Container):
         interval = DATA_INTERVAL_S if same_view else MIN_INTERVAL_S
         self._interval = interval
         wait = self._last_draw + interval - time.monotonic()
-        if wait > 0:
+        if wait > 0 and not self._first_points():
             self.owed = True
             if same_view:
                 self._draw_captions()
@@ -174,6 +176,7 @@ class PlotsPane(PaneMixin, Container):
         self._drawn = key
         self._last_draw = time.monotonic()
         self.plot_draws += 1
+        self.drawn_points = len(self._series) if self._series is not None else 0
         variables = self.app.theme_variables
         smooth_rgb = Color.parse(variables.get("primary", "white")).rgb
         raw_rgb = Color.parse(variables.get("foreground-darken-3", "grey")).rgb
@@ -186,6 +189,11 @@ class PlotsPane(PaneMixin, Container):
                 axis=not self.stacked or i == len(charts) - 1,
                 colors=(raw_rgb, smooth_rgb),
             )
+
+    def _first_points(self) -> bool:
+        """The canvas shows no points and the series now has some (a history just
+        loaded): drawn at once, as the runs table shows its numbers, not an interval later."""
+        return self.drawn_points == 0 and self._series is not None and len(self._series) > 0
 
     def _show(self, charts: tuple[Chart, ...]) -> tuple[Chart, ...]:
         """Show the chart views `charts` use (each under its chart), hide the others."""
