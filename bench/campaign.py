@@ -16,7 +16,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,13 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from relay import NetnsBench  # noqa: E402
+from jump_console import jump_topology  # noqa: E402
 
-from dflash_tui.demo.cluster import PCT_SHIM  # noqa: E402
 from tests.checkpoints.test_inspect import big_drafter  # noqa: E402
 from tests.evals.test_preflight import BIG_CONFIG  # noqa: E402
 from tests.testbed import hosts_toml, sshd_host_entry  # noqa: E402
-from tests.transfer.netns import netns_permitted  # noqa: E402
 
 CLI = [str(ROOT / ".venv" / "bin" / "dflash-tui")]
 
@@ -57,19 +54,11 @@ def written_under(home: Path) -> list[str]:
 
 
 def main() -> None:
-    problem = netns_permitted()
-    if problem:
-        raise SystemExit(f"needs network namespaces: {problem}")
     from dflash_tui.evals.synthetic import write_cache, write_drafter
 
-    work = Path(tempfile.mkdtemp(prefix="campaign-"))
-    bench = NetnsBench(work, None)
+    bench, shim, ct = jump_topology("campaign-")
+    work = bench.work
     try:
-        shim = work / "bin" / "pct"
-        shim.parent.mkdir()
-        shim.write_text(PCT_SHIM)
-        shim.chmod(0o755)
-        ct = bench.train.home / "ct200"
         assets = work / "assets"
         teacher = write_drafter(assets / "teacher", block_size=8, seed=2026)
         student = write_drafter(assets / "student", teacher=teacher, quality=0.05, seed=2)

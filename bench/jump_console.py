@@ -41,18 +41,25 @@ def write_checkpoints(container: Path) -> None:
         (ckpt / "model.safetensors").write_bytes(os.urandom(2 << 20))
 
 
-def main() -> None:
+def jump_topology(prefix: str) -> tuple[NetnsBench, Path, Path]:
+    """Train and eval in namespaces only this machine reaches, the train host's commands
+    run in "container 200" through a `pct exec 200 --` shim: (bench, shim, container)."""
     problem = netns_permitted()
     if problem:
         raise SystemExit(f"needs network namespaces: {problem}")
-    work = Path(tempfile.mkdtemp(prefix="jump-console-"))
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     bench = NetnsBench(work, None)
+    shim = work / "bin" / "pct"
+    shim.parent.mkdir()
+    shim.write_text(PCT_SHIM)
+    shim.chmod(0o755)
+    return bench, shim, bench.train.home / "ct200"
+
+
+def main() -> None:
+    bench, shim, container = jump_topology("jump-console-")
+    work = bench.work
     try:
-        shim = work / "bin" / "pct"
-        shim.parent.mkdir()
-        shim.write_text(PCT_SHIM)
-        shim.chmod(0o755)
-        container = bench.train.home / "ct200"
         write_checkpoints(container)
         (bench.eval.home / "models").mkdir(exist_ok=True)
         train = sshd_host_entry(bench.train, bench.key)

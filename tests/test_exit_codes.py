@@ -76,23 +76,24 @@ BAD_NAME = [
 ]
 
 
-@pytest.mark.parametrize("argv", HOST_DOWN, ids=" ".join)
-def test_a_host_down_is_exit_1_and_says_so(
-    argv: list[str], config: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = cli.main([*argv, "--config", str(config)])
-    out = capsys.readouterr()
-    text = out.out + out.err
-    assert code == 1, text
-    assert "down" in text and ("refused" in text or "unreachable" in text), text
+CASES = [(argv, 1, "host down") for argv in HOST_DOWN] + [
+    (argv, 2, "bad name") for argv in BAD_NAME
+]
 
 
-@pytest.mark.parametrize("argv", BAD_NAME, ids=" ".join)
-def test_a_name_that_does_not_exist_is_exit_2_and_names_it(
-    argv: list[str], config: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("argv", "code", "why"), CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else str(v)
+)
+def test_exit_code_says_whose_fault_it_is(
+    argv: list[str], code: int, why: str, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = cli.main([*argv, "--config", str(config)])
+    """A host down: exit 1, naming the host and why; a name that does not exist: exit 2,
+    naming it."""
+    got = cli.main([*argv, "--config", str(config)])
     out = capsys.readouterr()
     text = out.out + out.err
-    assert code == 2, text
-    assert "nope" in text, text
+    assert got == code, f"{why}: {text}"
+    if code == 1:
+        assert "down" in text and ("refused" in text or "unreachable" in text), text
+    else:
+        assert "nope" in text, text
