@@ -127,11 +127,13 @@ cache = "{suite_dir}"
             config,
         )
         step(
-            "relay a checkpoint", ["relay", "train:ckpt/slammed5/step-1000", "eval:models/"], config
+            "relay a checkpoint",
+            ["relay", "train:ckpt/slammed5/step-1000", f"eval:{bench.eval.home}/models/"],
+            config,
         )
         step(
             "relay it again (up to date)",
-            ["relay", "train:ckpt/slammed5/step-1000", "eval:models/"],
+            ["relay", "train:ckpt/slammed5/step-1000", f"eval:{bench.eval.home}/models/"],
             config,
         )
         out = step(
