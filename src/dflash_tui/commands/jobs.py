@@ -52,7 +52,7 @@ def _short(text: str, width: int = 70) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
-def _row(job: Job, now: float) -> dict[str, Any]:
+def _row(job: Job, now: float, device: str | None) -> dict[str, Any]:
     end = job.finished_at or (now if not job.terminal else None)
     begin = job.started_at or job.created_at
     return {
@@ -60,14 +60,17 @@ def _row(job: Job, now: float) -> dict[str, Any]:
         "checkpoint": job.checkpoint,
         "suite": job.suite,
         "host": job.host,
-        "gpu": job.gpu,
+        "gpu": job.gpu if job.gpu is not None or device != "cpu" else "cpu",
         "status": _short(job.describe()),
         "created": when(job.created_at),
         "elapsed": duration(end - begin) if end is not None else None,
     }
 
 
-async def _jobs(args: argparse.Namespace) -> tuple[list[Job], list[str] | None, list[str]]:
+async def _jobs(
+    args: argparse.Namespace,
+) -> tuple[list[Job], list[str] | None, list[str], dict[str, str | None]]:
+    """The jobs to show, JOB's log, notes, and each job's device ("cpu", "cuda")."""
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
         await manager.poll()
@@ -80,14 +83,16 @@ async def _jobs(args: argparse.Namespace) -> tuple[list[Job], list[str] | None, 
             except Exception as exc:  # the host may be down: show what we have
                 notes.append(f"cannot read the log from {job.host}: {exc}")
                 log = list(job.log_tail)
-            return [manager.job(job.id)], log, notes
-        return manager.jobs(active_only=args.active, limit=args.limit), None, notes
+            job = manager.job(job.id)
+            return [job], log, notes, {job.id: manager.device_of(job)}
+        jobs = manager.jobs(active_only=args.active, limit=args.limit)
+        return jobs, None, notes, {j.id: manager.device_of(j) for j in jobs}
 
 
 def run(args: argparse.Namespace) -> int:
     import time
 
-    jobs, log, notes = asyncio.run(_jobs(args))
+    jobs, log, notes, devices = asyncio.run(_jobs(args))
     if args.json:
         if args.job:
             print_json({**jobs[0].as_dict(), "log": log, "notes": notes})
@@ -103,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             ("checkpoint", f"{job.checkpoint} ({job.checkpoint_host}:{job.checkpoint_path})"),
             ("read from", job.remote_checkpoint_path),
             ("suite", job.suite),
-            ("host", f"{job.host} (GPU {job.gpu})"),
+            ("host", f"{job.host} ({job.placement(devices.get(job.id))})"),
             ("step", job.step),
             ("command", job.command),
             ("job dir", job.remote_dir),
@@ -128,5 +133,5 @@ def run(args: argparse.Namespace) -> int:
     if not jobs:
         print("no eval jobs yet (start one with `dflash-tui eval CHECKPOINT SUITE`)")
         return 0
-    print_table([_row(j, now) for j in jobs], COLUMNS)
+    print_table([_row(j, now, devices.get(j.id)) for j in jobs], COLUMNS)
     return 0

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dflash_tui.evals.jobs import Job
-from dflash_tui.remote.command import RemoteCommand, shell_script
+from dflash_tui.remote.command import HomePath, RemoteCommand, shell_script
 from dflash_tui.remote.errors import CommandFailed
 from dflash_tui.remote.pool import HostPool
 
@@ -262,12 +262,12 @@ def shown_command(spec: LaunchSpec) -> str:
     env = {"CUDA_VISIBLE_DEVICES": spec.gpu} if spec.gpu is not None else {}
     argv = (
         spec.python,
-        f"~/.cache/dflash-tui/{spec.program}/{spec.harness_sha}",
+        HomePath(f".cache/dflash-tui/{spec.program}/{spec.harness_sha}"),
         spec.results_flag,
-        f"~/{JOBS_DIR}/{spec.job_id}/{spec.results_file}",
+        HomePath(f"{JOBS_DIR}/{spec.job_id}/{spec.results_file}"),
         *spec.harness_args,
     )
-    return RemoteCommand(argv, env).display()
+    return RemoteCommand(argv, env).display()  # runs as shown in a shell on the host
 
 
 def _job_json_head(spec: LaunchSpec, command: str) -> str:

@@ -169,6 +169,17 @@ class Job:
             return f"lost: {self.error}"
         return self.state
 
+    def placement(self, device: str | None) -> str:
+        """Where it runs, for people: `GPU 0`, `cpu`, `GPU chosen by Slurm` (`device`:
+        "cpu" or "cuda" from the config, None if unknown)."""
+        if self.gpu is not None:
+            return f"GPU {self.gpu}"
+        if device == "cpu":
+            return "cpu"
+        if self.backend == "slurm":
+            return "GPU chosen by Slurm"
+        return "no GPU assigned" if device is not None else "device unknown"
+
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["log_tail"] = list(self.log_tail)

@@ -231,6 +231,16 @@ class JobManager:
         CPU fallback: the harness gets the device explicitly and fails without it)."""
         return suite.device or self.config.host(host).device or "cuda"
 
+    def device_of(self, job: Job) -> str | None:
+        """ "cpu" or "cuda": where `job` runs by the config (its suite's `device`, else its
+        host's, for a suite gone from the config); None when its host is gone too."""
+        if job.host not in self.config.hosts:
+            return None
+        suite = next((s for s in self.config.suites if s.name == job.suite), None)
+        if suite is None:
+            return self.config.host(job.host).device or "cuda"
+        return self._device(job.host, suite)
+
     async def _gpu_count(self, host: str) -> int:
         """How many GPUs `nvidia-smi -L` lists on `host`; JobError when it cannot say."""
         try:

@@ -49,7 +49,7 @@ from dflash_tui.evals.slurm import (
     sbatch_argv,
     script_path,
 )
-from dflash_tui.remote.command import RemoteCommand, shell_script
+from dflash_tui.remote.command import RemoteCommand, home_words, shell_script
 from dflash_tui.remote.errors import CommandFailed
 from dflash_tui.remote.pool import HostPool
 
@@ -101,7 +101,8 @@ def shown_command(spec: LaunchSpec, settings: SlurmConfig) -> str:
         f"~/{JOBS_DIR}/{spec.job_id}/{RESULTS_FILE}",
         *spec.harness_args,
     )
-    return f"{RemoteCommand(tuple(head)).display()} -> {RemoteCommand(argv).display()}"
+    # `~/` words as "$HOME"/...: each half runs as shown in a shell on the host.
+    return " -> ".join(RemoteCommand(tuple(home_words(w))).display() for w in (head, argv))
 
 
 def status_from(state: SlurmState, files: RemoteStatus | None, job_id: str) -> RemoteStatus:

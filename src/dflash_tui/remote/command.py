@@ -5,6 +5,10 @@ is quoted with `shlex.quote`. Shell features (pipes, redirections, `$$`) come
 only from fixed script text written in this codebase, run as
 `sh -c SCRIPT sh ARG...`: values from config or user input travel as
 positional arguments and never become part of a script.
+
+One exception, for commands shown to people (a job's command): a `HomePath` word,
+`~/REL`, is written `"$HOME"/REL` (REL quoted as any word), so the shell it is
+pasted into puts the home directory in instead of looking for a folder named `~`.
 """
 
 from __future__ import annotations
@@ -17,11 +21,51 @@ from dataclasses import dataclass, field
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+class HomePath(str):
+    """A word naming a path under the remote user's home: `~/REL`, or `--opt=~/REL`.
+
+    Its text is unchanged (`~/REL`); quoted for a shell it is `"$HOME"/REL`, which that
+    shell expands wherever the word is (a quoted `'~/REL'` names a folder called `~`).
+    The shell that reads the line decides whose home: the host's login shell, so
+    not for commands run behind an exec prefix (`pct exec`), whose home may differ.
+    """
+
+    rel: str
+    prefix: str
+
+    def __new__(cls, rel: str, prefix: str = "") -> HomePath:
+        word = super().__new__(cls, f"{prefix}~/{rel}")
+        word.rel, word.prefix = rel, prefix
+        return word
+
+    def quoted(self) -> str:
+        head = shlex.quote(self.prefix) if self.prefix else ""
+        return f'{head}"$HOME"/{shlex.quote(self.rel)}' if self.rel else f'{head}"$HOME"'
+
+
+_HOME_WORD = re.compile(r"^(--?[A-Za-z0-9][A-Za-z0-9_-]*=)?~/(.*)$", re.S)
+
+
+def home_words(argv: Sequence[str]) -> list[str]:
+    """`argv` with each `~/REL` (or `--opt=~/REL`) word made a HomePath: for a command
+    shown to people, who run it in a shell on the host (`~user/...` stays literal)."""
+    out: list[str] = []
+    for word in argv:
+        match = _HOME_WORD.match(word)
+        out.append(HomePath(match.group(2), match.group(1) or "") if match else word)
+    return out
+
+
+def quote(word: str) -> str:
+    """One word for a POSIX shell: `shlex.quote`, or a HomePath's `"$HOME"/REL`."""
+    return word.quoted() if isinstance(word, HomePath) else shlex.quote(str(word))
+
+
 def shell_join(argv: Sequence[str]) -> str:
     """Quote each word for a POSIX shell and join them with spaces."""
     if not argv:
         raise ValueError("empty command")
-    return " ".join(shlex.quote(str(word)) for word in argv)
+    return " ".join(quote(word) for word in argv)
 
 
 def shell_script(script: str, *args: str) -> list[str]:
