@@ -61,8 +61,10 @@ def test_check_with_a_dead_host_prints_the_table_and_exits_1_quickly(
     out = cli("check", "--config", str(config))
     elapsed = time.monotonic() - started
     assert out.returncode == 1
-    rows = {line.split()[0]: line for line in out.stdout.splitlines()[1:]}
+    table, _, hints = out.stdout.partition("\n\n")  # what to check follows the table
+    rows = {line.split()[0]: line for line in table.splitlines()[1:]}
     assert "NO" in rows["deadbox"] and "connection refused" in rows["deadbox"]
+    assert hints.startswith("deadbox: check that sshd runs on 127.0.0.1"), out.stdout
     assert " yes " in rows["trainbox"]
     assert elapsed < 3 + 10  # the connect timeout plus interpreter start-up
 

@@ -50,6 +50,13 @@ async def _check(config_path: str | None) -> tuple[str, list[HostCheck], list[An
         return str(config.path), await hosts, stores
 
 
+def _said(r: HostCheck) -> str | None:
+    """The ERROR cell: the reason; what to check follows the table."""
+    if r.error and r.hint:
+        return r.error.removesuffix(f"; {r.hint}")
+    return r.error
+
+
 def run(args: argparse.Namespace) -> int:
     path, results, stores = asyncio.run(_check(args.config))
     if args.json:
@@ -58,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
             out["stores"] = [s.as_dict() for s in stores]
         print_json(out)
     else:
-        rows = [{**r.as_dict(), "reachable": "yes" if r.reachable else "NO"} for r in results]
+        rows = [
+            {**r.as_dict(), "reachable": "yes" if r.reachable else "NO", "error": _said(r)}
+            for r in results
+        ]
         rows += [
             {
                 **s.as_dict(),
@@ -70,4 +80,8 @@ def run(args: argparse.Namespace) -> int:
             for s in stores
         ]
         print_table(rows, COLUMNS)
+        hints = [f"{r.host}: {r.hint}" for r in results if r.hint]
+        if hints:  # what to check, one line per host, under the table it would widen
+            print()
+            print("\n".join(hints))
     return 0 if all(r.reachable for r in results) and all(s.reachable for s in stores) else 1

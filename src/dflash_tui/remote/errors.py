@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dflash_tui.remote.unreachable import Why
+
 
 class RemoteError(Exception):
     """Something failed on or on the way to `host`."""
@@ -13,7 +18,14 @@ class RemoteError(Exception):
 
 
 class HostUnreachable(RemoteError):
-    """No SSH connection could be made (refused, timed out, DNS, dropped)."""
+    """No SSH connection could be made (refused, timed out, DNS, dropped).
+
+    `why`, when the cause is known (`remote.unreachable.why_unreachable`): its kind,
+    the reason alone and the `check ...` hint, which the message holds too."""
+
+    def __init__(self, host: str, message: str, why: Why | None = None) -> None:
+        self.why = why
+        super().__init__(host, message)
 
 
 class HostKeyRejected(RemoteError):

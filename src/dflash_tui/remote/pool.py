@@ -40,6 +40,7 @@ from dflash_tui.remote.known_hosts import (
     host_pattern,
     load_known_hosts,
 )
+from dflash_tui.remote.unreachable import why_unreachable
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,10 @@ class HostPool:
             try:
                 tunnel = await self._shared_connection(host.jump)
             except RemoteError as exc:
-                raise HostUnreachable(name, f"jump host {host.jump} failed: {exc.message}") from exc
+                why = getattr(exc, "why", None)
+                raise HostUnreachable(
+                    name, f"jump host {host.jump} failed: {exc.message}", why
+                ) from exc
         try:
             known_hosts = load_known_hosts(self.known_hosts_path)
         except KnownHostsError as exc:
@@ -202,9 +206,22 @@ class HostPool:
                 f"check hosts.{name}.user and hosts.{name}.identity",
             ) from None
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
-            raise HostUnreachable(name, _reason(exc, host, self.connect_timeout_s)) from None
+            raise self._unreachable(name, exc) from None
         ignore_packets.quiet(conn)
         return conn
+
+    def _unreachable(self, name: str, exc: BaseException) -> HostUnreachable:
+        """HostUnreachable saying why connecting to `name` failed and what to check."""
+        host = self.host(name)
+        why = why_unreachable(
+            exc,
+            name=name,
+            address=host.address,
+            port=host.port,
+            timeout_s=self.connect_timeout_s,
+            config=str(self.config.path),
+        )
+        return HostUnreachable(name, str(why), why)
 
     async def _host_key_error(self, name: str, tunnel: Any, exc: Exception) -> HostKeyRejected:
         host = self.host(name)
@@ -477,7 +494,7 @@ class HostPool:
                 self.connect_timeout_s,
             )
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
-            raise HostUnreachable(name, _reason(exc, host, self.connect_timeout_s)) from None
+            raise self._unreachable(name, exc) from None
         if key is None:
             raise HostUnreachable(name, "the server offered no host key")
         return key
@@ -658,15 +675,3 @@ def _load_identity(name: str, path: Path) -> list[asyncssh.SSHKeyPair]:
         else:
             hint = f"point {key} at a private key (OpenSSH, PEM or PKCS#8), not a .pub file"
         raise AuthFailed(name, f"{key}: cannot use key file {path}: {exc}; {hint}") from None
-
-
-def _reason(exc: BaseException, host: HostConfig, timeout_s: float) -> str:
-    where = f"{host.address}:{host.port or 22}"
-    if isinstance(exc, asyncio.TimeoutError):
-        return f"no answer from {where} within {timeout_s:g}s (connect_timeout_s)"
-    if isinstance(exc, ConnectionRefusedError):
-        return f"connection refused by {where}; is sshd running there?"
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"cannot connect to {where}: {exc.strerror}"
-    text = str(exc) or type(exc).__name__
-    return f"{where}: {text}"

@@ -24,6 +24,10 @@ class HostCheck:
     connect_ms: float | None
     error: str | None
     error_kind: str | None = None
+    # Why it is unreachable (remote.unreachable): `reason` a kind (refused, timeout,
+    # no_route, no_name, closed, ...), `hint` what to check; `error` holds both in words.
+    reason: str | None = None
+    hint: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -39,9 +43,11 @@ async def check_host(pool: HostPool, name: str) -> HostCheck:
         connect_ms = (time.monotonic() - started) * 1000.0
         latency = await pool.ping(name)
     except RemoteError as exc:
+        why = getattr(exc, "why", None)
         return HostCheck(
-            name, address, host.jump, False, None, None, exc.message, type(exc).__name__
-        )
+            name, address, host.jump, False, None, None, exc.message, type(exc).__name__,
+            reason=why.kind if why else None, hint=(why.hint or None) if why else None,
+        )  # fmt: skip
     return HostCheck(name, address, host.jump, True, round(latency, 1), round(connect_ms, 1), None)
 
 

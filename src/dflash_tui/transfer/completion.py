@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dflash_tui.remote.unreachable import SESSIONS, TIMEOUT, why_unreachable
 from dflash_tui.transfer.endpoints import remote_path
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.scripts import COMPLETE, argv
@@ -57,14 +58,15 @@ def _without_commands(message: str) -> str:
     return re.sub(r"\s*(while running )?`[^`]*`", "", message).strip(" :")
 
 
-def why_unreachable(host: str, message: str) -> str:
-    """`host unreachable: reason`, or `host did not answer`: the words an operator acts on."""
-    reason = _without_commands(message.removeprefix(f"{host}: "))
-    if "timed out" in reason:
-        return f"{host} did not answer in time ({reason})"
-    if "no more sessions" in reason.lower() or "open failed" in reason.lower():
-        return f"{host} refused another SSH session ({reason}); its sshd MaxSessions is reached"
-    return f"{host} unreachable: {reason}" if reason else f"{host} unreachable"
+def _unreachable(host: str, message: str) -> str:
+    """`host unreachable: reason; check ...` (remote.unreachable's words), `host did not
+    answer in time`, or `host refused another SSH session`: what an operator acts on."""
+    why = why_unreachable(_without_commands(message.removeprefix(f"{host}: ")))
+    if why.kind == TIMEOUT:
+        return f"{host} did not answer in time ({why})"
+    if why.kind == SESSIONS:
+        return f"{host} refused another SSH session ({why.reason}); its sshd MaxSessions is reached"
+    return f"{host} unreachable: {why}" if why.reason else f"{host} unreachable"
 
 
 async def complete_path(
@@ -91,9 +93,9 @@ async def complete_path(
             argv(COMPLETE, directory, partial, max(1, limit)), timeout=timeout_s
         )
     except ConnectionLost as exc:
-        raise CompletionError(why_unreachable(exc.host, exc.message)) from None
+        raise CompletionError(_unreachable(exc.host, exc.message)) from None
     except TransferError as exc:
-        raise CompletionError(why_unreachable(host or "this machine", exc.message)) from None
+        raise CompletionError(_unreachable(host or "this machine", exc.message)) from None
     if out.exit_status == NO_SUCH_DIRECTORY:
         raise CompletionError(f"no such directory: {where}")
     if out.exit_status == UNREADABLE:
