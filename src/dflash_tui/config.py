@@ -8,9 +8,11 @@ them together; callers turn a :class:`ConfigError` into exit code 2.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -175,6 +177,17 @@ class Config:
     keys: Mapping[str, str] = field(default_factory=dict)
     stores: Mapping[str, StoreConfig] = field(default_factory=dict)
     line_index: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+    # The path as given with --config (or to load_config), None when found by default
+    # ($DFLASH_TUI_CONFIG, ./hosts.toml): a command printed for the user must name it.
+    given_as: str | None = field(default=None, compare=False, repr=False)
+
+    def command(self, *words: str) -> str:
+        """`dflash-tui WORDS` as the user must type it to act on this same config: with
+        `--config PATH` when it was given so, quoted for a shell."""
+        argv = ["dflash-tui", *words]
+        if self.given_as:
+            argv += ["--config", self.given_as]
+        return shlex.join(argv)
 
     def host(self, name: str) -> HostConfig:
         """The host called `name`; KeyError with the known names otherwise."""
@@ -830,4 +843,5 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         raise ConfigError([ConfigProblem(resolved, "", f"config file not found; {hint}")]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigProblem(resolved, "", f"cannot read config: {exc}")]) from None
-    return parse_config(text, resolved)
+    config = parse_config(text, resolved)
+    return dataclasses.replace(config, given_as=os.fspath(path)) if path else config

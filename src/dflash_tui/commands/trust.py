@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     if has_known_key(known_path, host.address, host.port):
         raise CommandError(
             f"{known_path} holds a DIFFERENT key for {pattern}. If the host was reinstalled, "
-            f"remove the old entry (ssh-keygen -R '{pattern}' -f {known_path}) and run trust again."
+            f"remove the old entry (ssh-keygen -R '{pattern}' -f {known_path}) and run "
+            f"`{config.command('trust', args.host)}` again."
         )
     if not args.yes:
         if not sys.stdin.isatty():

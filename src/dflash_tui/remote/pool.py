@@ -240,12 +240,12 @@ class HostPool:
             message = (
                 f"HOST KEY CHANGED for {pattern}{shown}: it differs from {self.known_hosts_path}. "
                 f"This may be an attack; if the host was reinstalled, remove the old line and run "
-                f"`dflash-tui trust {name}`"
+                f"`{self.config.command('trust', name)}`"
             )
         else:
             message = (
                 f"unknown host key for {pattern}{shown}; not in {self.known_hosts_path}. "
-                f"Verify it, then run `dflash-tui trust {name}`"
+                f"Verify it, then run `{self.config.command('trust', name)}`"
             )
         log.debug("host key rejected for %s: %s", name, exc)
         return HostKeyRejected(name, message, fingerprint, changed)
