@@ -129,7 +129,7 @@ def test_no_route_link_down_timeout_and_unresolved_names_say_why(
         "nonet": "no_route",
         "noname": "no_name",
     }, found
-    for name, h in found.items():
+    for _name, h in found.items():
         assert "Connect call failed" not in h["error"], h
         assert h["hint"].startswith("check "), h
     assert found["linkdown"]["error"].startswith("no route to host 10.242.2.3:22")
