@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 from dflash_tui.commands import CommandError, unknown_name
 from dflash_tui.commands.eval import iso, when
-from dflash_tui.commands.output import add_json_flag, format_table, print_json
+from dflash_tui.commands.output import (
+    add_json_flag,
+    fit_columns,
+    format_table,
+    print_json,
+    terminal_width,
+)
 from dflash_tui.config import load_config
 from dflash_tui.evals.leaderboard import (
     DEFAULT_SORT,
@@ -97,16 +104,17 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
         ("rank", "#"),
         ("checkpoint", "CHECKPOINT"),
         *[(c, c.upper()) for c in columns],
-        ("vs", f"{columns[0].upper()} VS BASELINE" if columns else "VS BASELINE"),
+        ("vs", "VS BASELINE"),  # the sort metric's: the heading above names it
         ("step", "STEP"),
         ("when", "WHEN"),
     ]
-    rows: list[dict[str, Any]] = []
+    # One ranking per attention semantics, each its own table with the same columns.
+    groups: list[tuple[str | None, list[dict[str, Any]]]] = []
     group: str | None = board.groups[0] if board.groups else None
+    rows: list[dict[str, Any]] = []
     for row in board.rows:
         if row.attention is not None and row.attention != group:  # a ranking of its own
-            print(f"-- {describe(group or DEFAULT)}")
-            print(format_table(rows, table))
+            groups.append((group, rows))
             rows, group = [], row.attention
         rows.append(_cells(row, columns, board.baseline, row.created_at))
         if args.all:
@@ -121,11 +129,21 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
                         "when": when(older.created_at),
                     }
                 )
-    if len(board.groups) > 1 or (group and group != DEFAULT):
-        print(f"-- {describe(group or DEFAULT)}")
-    print(format_table(rows, table))
+    groups.append((group, rows))
+    width = terminal_width()
+    first = columns[:1]
+    priority = ["checkpoint", *first, "vs", "rank", "acc", "step", "when"]
+    shown, left_out = fit_columns([r for _, g in groups for r in g], table, width, priority)
+    headed = len(board.groups) > 1 or (group and group != DEFAULT)
+    for i, (name, group_rows) in enumerate(groups):
+        if i or headed:
+            print(f"-- {describe(name or DEFAULT)}")
+        print(format_table(group_rows, shown))
     if board.note:
         print(f"note: {board.note}")
+    _say_left_out(left_out, width)
+    said = list(left_out)
+    left_out = []
     for task, task_rows in board.tasks.items():
         print(f"\n-- {board.suite} / {task}")
         cells = []
@@ -135,7 +153,18 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
                 c["checkpoint"] += f" [{r.attention}]"
             c["n"] = r.n_anchors
             cells.append(c)
-        print(format_table(cells, [*table[: len(columns) + 3], ("n", "ANCHORS")]))
+        task_table = [*table[: len(columns) + 3], ("n", "ANCHORS")]
+        fitted, dropped = fit_columns(cells, task_table, width, [*priority, "n"])
+        left_out += [k for k in dropped if k not in left_out + said]
+        print(format_table(cells, fitted))
+    _say_left_out(left_out, width)
+
+
+def _say_left_out(keys: list[str], width: int | None) -> None:
+    if keys:
+        names = ", ".join("anchors" if k == "n" else k for k in keys)
+        text = f"(not shown at {width} columns: {names}; a wider terminal or --json shows them)"
+        print(textwrap.fill(text, width or len(text), subsequent_indent=" "))
 
 
 SERVED_TABLE = [
@@ -150,12 +179,19 @@ SERVED_TABLE = [
 ]
 
 
+SERVED_PRIORITY = ["checkpoint", "served_tau", "task", "method", "speedup", "tok_s"]
+
+
 def _print_served(section: ServedSection) -> None:
     """The board's served rows, after its offline table, under their own heading."""
     if not section.rows:
         return
     print(f"\n-- {section.suite} / {SERVED_LABEL}")
-    print(format_table([row_cells(r) for r in section.rows], SERVED_TABLE))
+    rows = [row_cells(r) for r in section.rows]
+    width = terminal_width()
+    shown, left_out = fit_columns(rows, SERVED_TABLE, width, SERVED_PRIORITY)
+    print(format_table(rows, shown))
+    _say_left_out(left_out, width)
 
 
 def _progress(args: argparse.Namespace) -> int:

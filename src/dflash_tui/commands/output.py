@@ -20,10 +20,54 @@ def format_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[tuple[str,
     """Left-aligned columns; `columns` is (key, header) pairs; None prints as '-'."""
     cells = [[header for _, header in columns]]
     for row in rows:
-        cells.append(["-" if row.get(key) is None else str(row.get(key)) for key, _ in columns])
+        cells.append([_cell(row, key) for key, _ in columns])
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)
+
+
+def terminal_width() -> int | None:
+    """The columns a table must fit in: $COLUMNS, else the terminal's width; None when
+    stdout is not a terminal (piped to a file or a script: every column, however wide)."""
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        if sys.stdout.isatty():
+            return os.get_terminal_size(sys.stdout.fileno()).columns
+    return None
+
+
+def fit_columns(
+    rows: Iterable[Mapping[str, Any]],
+    columns: Sequence[tuple[str, str]],
+    width: int | None,
+    priority: Sequence[str] = (),
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The columns that fit in `width` as `format_table` writes them, and the keys left
+    out. Taken in `priority` order (keys; the others after, in their own order), a column
+    too wide for what is left is skipped for a narrower one after it; kept ones stay in
+    their own order. `width` None: all of them."""
+    if width is None:
+        return list(columns), []
+    rows = list(rows)
+    widths = {
+        key: max([len(header), *(len(_cell(r, key)) for r in rows)]) for key, header in columns
+    }
+    keys = [key for key, _ in columns]
+    order = [k for k in priority if k in keys] + [k for k in keys if k not in priority]
+    kept: set[str] = set()
+    used = 0
+    for key in order:
+        need = widths[key] + (2 if kept else 0)  # two spaces between columns
+        if used + need <= width:
+            kept.add(key)
+            used += need
+    return [c for c in columns if c[0] in kept], [k for k in keys if k not in kept]
+
+
+def _cell(row: Mapping[str, Any], key: str) -> str:
+    return "-" if row.get(key) is None else str(row.get(key))
 
 
 def print_table(

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
@@ -78,6 +79,7 @@ class LeaderboardPane(PaneMixin, Vertical):
         self._waiting: dict[str, frozenset[str]] = {}
         self._served: dict[str, Any] = {}
         self._served_shape: tuple[object, ...] = ()
+        self._width = 0  # the width the columns were fitted to
 
     def compose(self) -> ComposeResult:
         yield Static(PLACEHOLDER, id="board-caption", markup=False)
@@ -138,28 +140,63 @@ class LeaderboardPane(PaneMixin, Vertical):
         caption.remove_class("placeholder")
         table.display = True
         caption.update(self._caption(board))
+        self._width = self.size.width
         wide = self.size.width >= 110
         metrics = list(board.columns)[: MAX_METRICS_WIDE if wide else MAX_METRICS_COMPACT]
-        shape = (board.suite, tuple(metrics))
+        labels = {
+            "rank": "#",
+            "checkpoint": "checkpoint",
+            "step": "step",
+            **{m: m for m in metrics},
+            "ratio": f"vs {board.baseline or 'baseline'}",
+            "when": "measured",
+        }
+        rows = [
+            (row.key, self._cells(board, row, row.rank or i, metrics))
+            for i, row in enumerate(board.rows, start=1)
+        ]
+        keys = self._fit(labels, [cells for _, cells in rows], board.sort)
+        shape = (board.suite, tuple(keys), labels["ratio"])
         if shape != self._shape:
             self._shape = shape
             table.clear(columns=True)
-            table.add_column("#", key="rank")
-            table.add_column("checkpoint", key="checkpoint")
-            table.add_column("step", key="step")
-            for m in metrics:
-                table.add_column(m, key=m)
-            table.add_column(f"vs {board.baseline or 'baseline'}", key="ratio")
-            table.add_column("measured", key="when")
+            for key in keys:
+                table.add_column(labels[key], key=key)
         selected = self.selected_row
         table.clear()
-        for i, row in enumerate(board.rows, start=1):
-            table.add_row(*self._cells(board, row, row.rank or i, metrics), key=row.key)
+        for key, cells in rows:
+            table.add_row(*(cells[k] for k in keys), key=key)
         if selected is not None:
             keys = [r.key for r in board.rows]
             if selected.key in keys:
                 table.move_cursor(row=keys.index(selected.key), animate=False)
         self._draw_served(self._served.get(board.suite))
+
+    def _fit(self, labels: dict[str, str], rows: list[dict[str, Text]], sort: str) -> list[str]:
+        """The columns that fit the pane, taken by priority (the checkpoint, the sort
+        metric, its ratio to the baseline, when it was measured or the job measuring it,
+        the rank, acc, the step (a run's checkpoint names hold it too), then the other
+        metrics), shown in `labels`' order. A cut header (`measure`) or a cut job state is
+        never shown: the column goes instead."""
+        room = self.size.width - 2  # a vertical scrollbar's gutter, when rows overflow
+        if room <= 0:
+            return list(labels)  # not laid out yet: a resize draws again
+        pad = 2 * self.table.cell_padding
+        need = {
+            key: pad + max([len(label), *(cells[key].cell_len for cells in rows)])
+            for key, label in labels.items()
+        }
+        first = ["checkpoint", sort, "ratio", "when", "rank", "acc", "step"]
+        order = [k for k in first if k in labels] + [k for k in labels if k not in first]
+        kept: set[str] = set()
+        for key in order:
+            if sum(need[k] for k in kept) + need[key] <= room:
+                kept.add(key)
+        return [key for key in labels if key in kept]
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size.width != self._width:
+            self.redraw()
 
     def _draw_served(self, section: Any | None) -> None:
         """The served section under the offline table; hidden while there is nothing in it."""
@@ -223,28 +260,28 @@ class LeaderboardPane(PaneMixin, Vertical):
                 return job
         return None
 
-    def _cells(self, board: Any, row: Any, rank: int, metrics: list[str]) -> list[Text]:
+    def _cells(self, board: Any, row: Any, rank: int, metrics: list[str]) -> dict[str, Text]:
         """One row; a row outside the default semantics' ranking names its own (`Row.key`)
         and is ranked within it; `*` marks a result read as causal for want of the field."""
         base_style = self._style("baseline") if row.baseline else ""
         name = row.key + (" (baseline)" if row.baseline else "")
         name += "*" if row.attention_assumed else ""
-        cells = [
-            Text(str(rank) if row.metrics else "-", style=base_style),
-            Text(name, style=base_style),
-            Text(fmt.step(row.step), justify="right"),
-        ]
+        cells = {
+            "rank": Text(str(rank) if row.metrics else "-", style=base_style),
+            "checkpoint": Text(name, style=base_style),
+            "step": Text(fmt.step(row.step), justify="right"),
+        }
         for m in metrics:
-            cells.append(Text(format_metric(m, row.metrics.get(m)), justify="right"))
+            cells[m] = Text(format_metric(m, row.metrics.get(m)), justify="right")
         ratio = row.ratios.get(board.sort)
-        cells.append(Text(format_ratio(ratio, board.baseline) if not row.baseline else ""))
+        cells["ratio"] = Text(format_ratio(ratio, board.baseline) if not row.baseline else "")
         job = self._job_for(board.suite, row.checkpoint)
         if job is not None:
-            cells.append(Text(job.describe(), style=self._style("job")))
+            cells["when"] = Text(job.describe(), style=self._style("job"))
         elif row.created_at is not None:
-            cells.append(Text(f"{fmt.short_duration(self._now - row.created_at)} ago"))
+            cells["when"] = Text(f"{fmt.short_duration(self._now - row.created_at)} ago")
         elif row.checkpoint in self._waiting.get(board.suite, ()):
-            cells.append(Text(WAITING, style=self._style("job")))
+            cells["when"] = Text(WAITING, style=self._style("job"))
         else:
-            cells.append(Text("not evaluated (e)", style=self._style("dim")))
+            cells["when"] = Text("not evaluated (e)", style=self._style("dim"))
         return cells
