@@ -79,6 +79,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("logs.full", "toggle_log_screen", "Log", "Show the selected run's log full screen (again to go back)", "l", "Runs", (MAIN, LOG), footer=True, needs="run"),
     Action("logs.follow", "toggle_follow", "Follow", "Toggle following the end of the log", "f", "Runs", (MAIN, LOG), footer=(LOG,), needs="run"),
     Action("logs.filter", "filter_log", "Filter", "Show only log lines containing a text (empty: all)", "slash", "Runs", (MAIN, LOG), footer=(LOG,), needs="run"),
+    Action("logs.wrap", "toggle_wrap", "Wrap", "Wrap long log lines to the pane (again: cut them at its edge, left/right scroll)", "w", "Runs", (MAIN, LOG), footer=(LOG,), needs="run"),
     # Evals
     Action("leaderboard.evaluate", "evaluate", "Evaluate", "Evaluate the selected checkpoint on this suite (an eval job)", "e", "Evals", footer=True, needs="leaderboard", picks=True),
     Action("leaderboard.baseline", "mark_baseline", "Baseline", "Make the selected checkpoint this suite's baseline", "b", "Evals", footer=True, needs="leaderboard", picks=True),

@@ -1,9 +1,10 @@
-"""Numbers the console already has are shown from the start, not a refresh later (issue 22).
+"""Numbers the console already has are shown, from the start and in full (issue 22).
 
-The console here is the real one: a ConsoleSession following the SpecForge DFlash
-field log (tests/monitor/fieldlogs/specforge_dflash.log, SpecForge's own format:
-Step lines with a mean acc, no per-position accuracies) on a loopback sshd, with
-two of the run's checkpoints already evaluated in the results store.
+The tau and plot tests run the real console: a ConsoleSession following the
+SpecForge DFlash field log (tests/monitor/fieldlogs/specforge_dflash.log,
+SpecForge's own format: Step lines with a mean acc, no per-position accuracies)
+on a loopback sshd, with two of the run's checkpoints already evaluated in the
+results store. The log pane test shows that log's Step line in the fixture session.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from dflash_tui.config import load_config
 from dflash_tui.evals.manager import open_eval_state
 from dflash_tui.evals.schema import validate_results
 from dflash_tui.evals.store import ResultsStore
+from dflash_tui.monitor.lines import clean_line, split_lines
 from dflash_tui.session import ConsoleSession
+from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.plots import PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable
 from dflash_tui.ui.screens.detail import detail_text
 from tests.testbed import SshdHost
+from tests.ui.fixture_session import FixtureSession
 from tests.waiting import pilot_until, settled
 
 SPECFORGE_LOG = Path(__file__).parents[1] / "monitor" / "fieldlogs" / "specforge_dflash.log"
@@ -128,3 +132,36 @@ async def test_plots_are_drawn_from_the_loaded_history_at_once(
         await settled(pilot, lambda: plots.plot_draws, what="the views flushed")
         assert plots.drawn_points == len(specforge_session.run("sf").series)
         assert not plots.owed
+
+
+def specforge_step_line() -> str:
+    """The log's last Step line as the log pane gets it: SpecForge's logging line
+    printed over tqdm's bar (about 190 columns), `\\r` redraws collapsed."""
+    lines, _ = split_lines(SPECFORGE_LOG.read_bytes())
+    texts = [clean_line(line.data) for line in lines]
+    return next(t for t in reversed(texts) if "Train - Step 100" in t)
+
+
+def log_rows(pane: LogPane) -> list[str]:
+    """The log's rows as they are on screen."""
+    log = pane.log_widget
+    return [s.text for s in log.render_lines(log.region.reset_offset)]
+
+
+async def test_a_long_specforge_line_is_read_to_its_end_in_the_log_pane(make_app) -> None:
+    """At 160x48 the log pane is 80 columns wide; SpecForge's Step line ends with its
+    Loss and Acc 110 columns further: long lines wrap to the pane (`w` cuts them again:
+    tests/ui/test_keys.py)."""
+    line = specforge_step_line()
+    assert len(line) > 150 and line.endswith("Loss: 1.9555, Acc: 0.5523")
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        pane = app.screen.query_one(LogPane)
+        session.append_lines("slammed5", [line])
+        app.flush_now()
+        await settled(pilot, lambda: pane.shown_lines, what="the Step line shown")
+        rows = log_rows(pane)
+        shown = " ".join(r.strip() for r in rows)
+        assert "Loss: 1.9555, Acc: 0.5523" in shown, rows[-4:]
+        assert all(len(r.rstrip()) <= pane.log_widget.size.width for r in rows)

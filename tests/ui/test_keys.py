@@ -25,6 +25,7 @@ from dflash_tui.ui.screens.progress import ProgressScreen
 from dflash_tui.ui.screens.relay_form import RelayForm
 from dflash_tui.ui.screens.tasks import TasksScreen
 from tests.ui.fixture_session import FixtureSession, fixture_config
+from tests.waiting import pilot_until
 
 TESTED = {
     "app.quit": "test_q_quits_with_status_0",
@@ -46,6 +47,7 @@ TESTED = {
     "logs.full": "test_l_toggles_the_full_screen_log",
     "logs.follow": "test_f_toggles_follow",
     "logs.filter": "test_slash_filters_log_lines",
+    "logs.wrap": "test_w_cuts_long_log_lines_and_wraps_them_again",
     "transfers.relay": "test_t_opens_the_relay_form_and_starts_a_relay",
     "leaderboard.evaluate": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
     "leaderboard.baseline": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
@@ -234,6 +236,29 @@ async def test_f_toggles_follow(make_app) -> None:
         assert "paused" in str(pane.query_one("#log-title").render())
         await pilot.press("f")
         assert app.follow is True and pane.log_widget.auto_scroll is True
+
+
+async def test_w_cuts_long_log_lines_and_wraps_them_again(make_app) -> None:
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.screen.query_one(LogPane)
+        long = "step 3130/70000 " + "x" * 100 + " Acc: 0.5523"
+        session.append_lines("slammed5", [long])
+        app.flush_now()
+        await pilot_until(pilot, lambda: pane.shown_lines == 41, "the long line shown")
+        log = pane.log_widget
+        first, second = log.lines[-2:]  # no space in the row's second half: cut at its edge
+        assert len(first) == pane._row_width() and first + second.removeprefix("  ") == long
+        await pilot.press("w")
+        assert app.wrap_log is False and log.lines[-1] == long  # one row, cut at the edge
+        assert "long lines cut (w wraps)" in str(pane.query_one("#log-title").render())
+        await pilot.press("l", "w")  # the full-screen log shares the flag
+        assert app.wrap_log is True and isinstance(app.screen, LogScreen)
+        assert app.screen.pane.log_widget.lines[-1].endswith("Acc: 0.5523")
+        assert app.screen.pane.log_widget.lines[-1] != long
+        await pilot.press("l")
+        assert log.lines[-1].endswith("Acc: 0.5523") and log.lines[-1] != long
 
 
 async def test_slash_filters_log_lines(make_app) -> None:

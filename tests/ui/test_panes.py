@@ -13,6 +13,7 @@ from dflash_tui.tau import TauEstimate
 from dflash_tui.ui.panes.header import HeaderBar
 from dflash_tui.ui.panes.jobs import JobsPane
 from dflash_tui.ui.panes.leaderboard import WAITING, LeaderboardPane
+from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.runs import RunsTable
 from dflash_tui.ui.screens.help import help_text
 from tests.ui.fixture_session import CONFIG_TEXT, FixtureSession
@@ -205,3 +206,19 @@ async def test_served_rows_sit_in_their_own_table_and_keys_still_act_on_the_offl
         await pilot.pause()
         assert session._baseline == "slammed5/step-2000"
         assert app.focused is not served
+
+
+async def test_a_log_pane_asked_to_draw_without_its_log_waits_for_the_refill(make_app) -> None:
+    """While a resize recomposes the screen, a screen resuming (or the App) may ask the
+    log pane to draw before its log is mounted: it waits for the refill, never raises
+    (the monkey met `NoMatches: #log-lines` on ScreenResume)."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.screen.query_one(LogPane)
+        await pane.log_widget.remove()  # as in the middle of a recompose
+        pane.show_lines("slammed5", [], follow=True, filter_text=None)
+        pane.set_status("reconnecting")
+        pane.set_follow(False)
+        pane.set_wrap(False)
+        await pilot.pause()
+        assert pane.stale and pane.follow is False

@@ -102,6 +102,7 @@ class DflashApp(Guarded, App[int]):
         names = session.run_names()
         self.selected_run: str | None = names[0] if names else None
         self.follow = True
+        self.wrap_log = True  # long log lines wrap (`w`: cut at the pane's edge)
         self.log_filter: str | None = None
         self.active_tab: str | None = None
         self.suite_index = 0
@@ -400,7 +401,12 @@ class DflashApp(Guarded, App[int]):
         status = self._log_status()
         for pane in self._log_panes():
             pane.show_lines(
-                run, lines, follow=self.follow, filter_text=self.log_filter, status=status
+                run,
+                lines,
+                follow=self.follow,
+                filter_text=self.log_filter,
+                status=status,
+                wrap=self.wrap_log,
             )
 
     def fill_log_status(self) -> None:
@@ -672,6 +678,11 @@ class DflashApp(Guarded, App[int]):
         for pane in self._log_panes():
             pane.set_follow(self.follow)
         self.notify("following the log" if self.follow else "log paused", timeout=2)
+
+    def action_toggle_wrap(self) -> None:
+        self.wrap_log = not self.wrap_log
+        for pane in self._log_panes():
+            pane.set_wrap(self.wrap_log)
 
     def action_filter_log(self) -> None:
         if isinstance(self.screen, LogScreen):

@@ -6,6 +6,13 @@ is given. `show_lines` replaces everything (another run, another filter),
 `append` adds the lines that arrived since; both keep only lines that
 contain the filter (case-insensitive). Text is written as plain text: a log
 line is never parsed as markup.
+
+Long lines wrap to the pane's width (a trainer's metrics are at the end of
+its lines: SpecForge's Step line, printed over tqdm's bar, ends 190 columns
+in with its Loss and Acc), continuation rows indented; the App's wrap flag
+(`w`) cuts them at the edge instead, one row per line, scrolled with
+left/right. Rows are wrapped once, when written, and again only when the
+pane's width changes.
 """
 
 from __future__ import annotations
@@ -13,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Self
 
-from rich.cells import cell_len
+from rich.cells import cell_len, chop_cells
 from rich.style import Style
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.geometry import Region
@@ -27,6 +35,29 @@ from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 
 MAX_LINES = 1000  # the monitor keeps 1000 recent lines per run; a full Log never re-lays the screen
+MAX_ROWS = 3 * MAX_LINES  # rows the Log keeps: wrapped lines take several
+WRAP_INDENT = "  "  # continuation rows of a wrapped line start with this
+
+
+def wrap_line(text: str, width: int) -> list[str]:
+    """`text` as rows of at most `width` cells: broken after a space in the row's
+    second half, else at the edge; rows after the first are indented by WRAP_INDENT."""
+    text = text.expandtabs()  # what Log draws: a tab is several cells
+    if width <= 2 * len(WRAP_INDENT) or cell_len(text) <= width:
+        return [text]
+    rows: list[str] = []
+    rest, room = text, width
+    while cell_len(rest) > room:
+        head = rest[:room] if rest.isascii() else chop_cells(rest, room)[0]
+        space = head.rfind(" ")
+        if space >= room // 2:
+            head = head[: space + 1]
+        rows.append(head.rstrip())
+        rest = rest[len(head) :].lstrip(" ")
+        room = width - len(WRAP_INDENT)
+    if rest:
+        rows.append(rest)
+    return rows[:1] + [WRAP_INDENT + row for row in rows[1:]]
 
 
 class LogLines(Guarded, Log):
@@ -129,7 +160,7 @@ class LogPane(PaneMixin, Vertical):
     pane_name = "log"
     DEFAULT_CSS = """
     LogPane > #log-title { height: 1; }
-    LogPane > Log { height: 1fr; }
+    LogPane > Log { height: 1fr; overflow-x: auto; }  /* wrapped rows: no bar to scroll */
     LogPane > Input { display: none; height: 1; border: none; padding: 0 1; }
     LogPane > Input.-open { display: block; }
     """
@@ -145,8 +176,10 @@ class LogPane(PaneMixin, Vertical):
         super().__init__(id=id, classes=classes)
         self.run: str | None = None
         self.follow = True
+        self.wrap = True
         self.filter: str | None = None
         self.shown_lines = 0
+        self._wrap_width = 0  # the width the rows on show were wrapped to (0: not wrapped)
         self._all: list[str] = []  # every line we hold, unfiltered (bounded)
         self._pending: list[str] = []  # arrived since the last draw
         self._replace = True  # the next draw rewrites everything
@@ -155,7 +188,7 @@ class LogPane(PaneMixin, Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="log-title", markup=False)
-        yield LogLines(max_lines=MAX_LINES, auto_scroll=True, id="log-lines")
+        yield LogLines(max_lines=MAX_ROWS, auto_scroll=True, id="log-lines")
         yield Input(
             placeholder="show lines containing... (enter: apply, esc: cancel)", id="log-filter"
         )
@@ -167,6 +200,12 @@ class LogPane(PaneMixin, Vertical):
     def log_widget(self) -> Log:
         return self.query_one("#log-lines", Log)
 
+    @property
+    def composed(self) -> bool:
+        """Its log is mounted: not so while a resize recomposes the screen, when a
+        screen resuming or a resize may still ask the pane to draw (the monkey did)."""
+        return bool(self.query("#log-lines"))
+
     # ------------------------------------------------------------------ input
 
     def show_lines(
@@ -177,9 +216,11 @@ class LogPane(PaneMixin, Vertical):
         follow: bool,
         filter_text: str | None,
         status: str = "",
+        wrap: bool = True,
     ) -> None:
         """Replace the content with `lines` of `run`."""
         self.run, self.follow, self.filter, self._status = run, follow, filter_text, status
+        self.wrap = wrap
         self._all = [ln.text for ln in lines][-MAX_LINES:]
         self._pending = []
         self._replace = True
@@ -204,11 +245,29 @@ class LogPane(PaneMixin, Vertical):
         """The tail's state when it is not simply following (reconnecting, missing)."""
         if status != self._status:
             self._status = status
-            if self.is_mounted:
+            if self.is_mounted and self.composed:
                 self._draw_title()
+
+    def set_wrap(self, wrap: bool) -> None:
+        """Wrap long lines to the pane's width, or cut them at its edge (one row each)."""
+        if wrap == self.wrap:
+            return
+        self.wrap = wrap
+        self._rewrite()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Wrapped rows fit the old width: write them again for the new one."""
+        if self.wrap and self.composed and self._row_width() != self._wrap_width:
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        self._replace, self._pending = True, []
+        self.redraw()
 
     def set_follow(self, follow: bool) -> None:
         self.follow = follow
+        if not self.composed:
+            return  # the refill applies it
         log = self.log_widget
         log.auto_scroll = follow
         if follow:
@@ -223,19 +282,42 @@ class LogPane(PaneMixin, Vertical):
         needle = self.filter.casefold()
         return [t for t in texts if needle in t.casefold()]
 
+    def _row_width(self) -> int:
+        """Cells a row may take: the log's width less its vertical scrollbar (kept free,
+        so a scrollbar appearing never changes the width the rows were wrapped to)."""
+        log = self.log_widget
+        return max(0, log.size.width - log.styles.scrollbar_size_vertical)
+
+    def _rows(self, texts: list[str]) -> list[str]:
+        width = self._wrap_width
+        if not width:
+            return texts
+        return [row for text in texts for row in wrap_line(text, width)]
+
     def draw(self) -> None:
+        if not self.composed:
+            self.stale = True  # the screen is refilled in full once it is composed
+            return
         log = self.log_widget
         log.auto_scroll = self.follow
         if self._replace:
+            self._wrap_width = self._row_width() if self.wrap else 0
             kept = self._keep(self._all[-MAX_LINES:])
             log.clear()
-            log.write_lines(kept, scroll_end=self.follow)
+            log.write_lines(self._rows(kept), scroll_end=False)
+            if self.follow:
+                # Not write_lines' own scroll_end: it scrolls only a log already at its
+                # end, and after clear() the offset is still the old content's.
+                log.scroll_end(animate=False, immediate=True, x_axis=False)
+            if self._wrap_width:
+                log.scroll_to(x=0, animate=False, immediate=True)  # nothing to the right
             self.shown_lines = len(kept)
         elif self._pending:
             kept = self._keep(self._pending)
             if kept:
-                full = log.max_lines is not None and log.line_count + len(kept) > log.max_lines
-                log.write_lines(kept)
+                rows = self._rows(kept)
+                full = log.max_lines is not None and log.line_count + len(rows) > log.max_lines
+                log.write_lines(rows)
                 if full:
                     # Textual's Log drops the oldest lines but repaints only the rows
                     # of the new ones (past the end once it is full), so at max_lines
@@ -254,6 +336,8 @@ class LogPane(PaneMixin, Vertical):
         else:
             mode = "following"
         parts = [self.run or "no run selected", mode]
+        if not self.wrap:
+            parts.append("long lines cut (w wraps)")
         if self.filter:
             parts.append(f'filter "{self.filter}": {self.shown_lines} lines')
         if self._status:
