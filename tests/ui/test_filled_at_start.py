@@ -10,6 +10,7 @@ results store. The log pane test shows that log's Step line in the fixture sessi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from dflash_tui.config import load_config
 from dflash_tui.evals.manager import open_eval_state
 from dflash_tui.evals.schema import validate_results
 from dflash_tui.evals.store import ResultsStore
+from dflash_tui.monitor.backlog import STEP_FILTER
 from dflash_tui.monitor.lines import clean_line, split_lines
+from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.session import ConsoleSession
 from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.plots import PlotsPane
@@ -165,3 +168,27 @@ async def test_a_long_specforge_line_is_read_to_its_end_in_the_log_pane(make_app
         shown = " ".join(r.strip() for r in rows)
         assert "Loss: 1.9555, Acc: 0.5523" in shown, rows[-4:]
         assert all(len(r.rstrip()) <= pane.log_widget.size.width for r in rows)
+
+
+async def test_the_detail_screen_counts_lines_a_reader_can_check(
+    specforge_session: ConsoleSession,
+) -> None:
+    """`Lines 22 seen, 15 parsed` counted two different sets of lines (the log pane's
+    tail, and the step lines the host sent for the history) under names that read as
+    one. Each count now names what it counts, checkable with `wc -l` and `grep -ci`:
+    the lines read for metrics are those with metrics plus those without."""
+    await specforge_session.start()
+    monitor = specforge_session.monitor
+    assert await monitor.wait_for(lambda m: m.run_view("sf").tail_status == "following", 30)
+    texts = [clean_line(line.data) for line in split_lines(SPECFORGE_LOG.read_bytes())[0]]
+    grep = re.compile(STEP_FILTER, re.IGNORECASE)  # what the host's `grep -iE` sends
+    sent = [t for t in texts if grep.search(t)]
+    parser = MetricParser()
+    with_metrics = sum(parser.parse(t) is not None for t in sent)
+    view = specforge_session.run("sf")
+    text = detail_text(view, 0).plain
+    read = f"Read       {len(sent)} lines for metrics: {with_metrics} with metrics, "
+    assert read + f"{len(sent) - with_metrics} without" in text, text
+    assert f"Log pane   {len(texts)} lines received" in text
+    assert f"History    {view.history_points} points" in text
+    assert " seen, " not in text

@@ -45,6 +45,12 @@ class RunView:
     rotated, truncated, ...), oldest first. `acceptance` is what a serving
     log reports (DESIGN §4.12; None for a trainer's log); `eval_*` the last
     evaluation metrics the log printed (`eval/`, `val/`), never the training ones.
+
+    Line counts are of different sets of lines: `lines_seen` went into the ring
+    (the log's last `window_bytes` when loaded, then every new line);
+    `lines_parsed` + `lines_unparsed` are the lines given to the parser (the step
+    lines the host sent for the history, sampled, then every new line), with and
+    without metrics; `history_step_lines` the log's step lines when loaded.
     """
 
     name: str

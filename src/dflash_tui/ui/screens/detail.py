@@ -97,12 +97,29 @@ def detail_text(view: RunView, now: float) -> Text:
     )
     if view.tail_error:
         out.append(f"{'':<11}{view.tail_error}\n", "bold")
-    out.append(
-        f"{'Lines':<11}{view.lines_seen} seen, {view.lines_parsed} parsed, "
-        f"{view.lines_unparsed} not metrics; {view.history_points} history points"
-        f" from {view.history_step_lines} step lines; {view.restarts} restarts\n"
-    )
+    _line_counts(out, view)
     return out
+
+
+def _line_counts(out: Text, view: RunView) -> None:
+    """Three counts of three different sets of lines, each named for what it counts (one
+    `Lines N seen, M parsed` read as one set, and M could exceed N)."""
+    read = view.lines_parsed + view.lines_unparsed
+    out.append(
+        f"{'Read':<11}{read} lines for metrics: {view.lines_parsed} with metrics, "
+        f"{view.lines_unparsed} without\n"
+    )
+    out.append(
+        f"{'':<11}(step lines of the log when loaded, sampled; then every new line)\n", "dim"
+    )
+    out.append(
+        f"{'Log pane':<11}{view.lines_seen} lines received (the log's end, then new ones); "
+        f"last {len(view.lines)} kept\n"
+    )
+    out.append(
+        f"{'History':<11}{view.history_points} points from {view.history_step_lines} loaded "
+        f"step lines + new ones; {view.restarts} restarts\n"
+    )
 
 
 class DetailScreen(Guarded, Screen[None]):
