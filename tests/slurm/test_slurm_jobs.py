@@ -17,6 +17,7 @@ import pytest
 from dflash_tui.config import load_config
 from dflash_tui.evals import jobs as J
 from dflash_tui.evals.manager import JobManager, open_eval_state
+from dflash_tui.evals.preflight import REFUSED
 from dflash_tui.evals.progress import build_progress
 from dflash_tui.evals.sweep import start_sweep
 from dflash_tui.remote import HostPool
@@ -154,9 +155,17 @@ async def test_slurm_eval_pends_runs_and_is_collected(bed: Bed) -> None:
 
 
 async def test_slurm_eval_failure_and_cancel(bed: Bed) -> None:
-    bad = await bed.manager.launch("alien", "coding")  # does not fit the cache: harness exits 2
+    alien = await bed.manager.launch("alien", "coding")  # does not fit: never reaches Slurm
+    assert alien.state == J.FAILED and alien.proc_start is None, alien
+    assert (alien.error or "").startswith(REFUSED), alien
+    # blocks longer than every sample pass the preflight; the harness refuses them on the node
+    from dflash_tui.evals.synthetic import write_drafter
+
+    long_block = write_drafter(bed.home / "models" / "long-block", block_size=64, seed=5)
+    bad = await bed.manager.launch(f"gpu:{long_block}", "coding")
     failed = await _until(bed, bad.id, lambda j: j.terminal, "finished")
     assert failed.state == J.FAILED and failed.exit_code == 2, failed
+    assert "no anchors" in failed.describe(), failed.describe()
     held = bed.cluster.cli(
         ["sbatch", "--parsable", "--gres=gpu:2", "-o", "/dev/null", "--wrap", "sleep 120"]
     ).stdout.strip()

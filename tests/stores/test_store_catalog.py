@@ -17,15 +17,44 @@ MIB = 1 << 20
 
 
 def drafter(folder: Path) -> None:
-    """A small sharded drafter with real (random) weight bytes and an index."""
+    """A small, complete sharded drafter with real (random) weight bytes and an index."""
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(DRAFTER_CONFIG))
-    h = 256
+    h, heads, kv, d, inter, layers = 128, 4, 2, 32, 512, 2
+    config = {
+        **DRAFTER_CONFIG,
+        "hidden_size": h,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv,
+        "head_dim": d,
+        "intermediate_size": inter,
+        "num_hidden_layers": layers,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    ids = len(config["dflash_config"]["target_layer_ids"])
+    first = {
+        "fc.weight": ("BF16", [h, ids * h]),
+        "hidden_norm.weight": ("BF16", [h]),
+        "norm.weight": ("BF16", [h]),
+    }
+    second: dict[str, tuple[str, list[int]]] = {}
+    for i in range(layers):
+        a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
+        second |= {
+            f"{a}.q_proj.weight": ("BF16", [heads * d, h]),
+            f"{a}.k_proj.weight": ("BF16", [kv * d, h]),
+            f"{a}.v_proj.weight": ("BF16", [kv * d, h]),
+            f"{a}.o_proj.weight": ("BF16", [h, heads * d]),
+            f"{a}.q_norm.weight": ("BF16", [d]),
+            f"{a}.k_norm.weight": ("BF16", [d]),
+            f"{m}.gate_proj.weight": ("BF16", [inter, h]),
+            f"{m}.up_proj.weight": ("BF16", [inter, h]),
+            f"{m}.down_proj.weight": ("BF16", [h, inter]),
+            f"layers.{i}.input_layernorm.weight": ("BF16", [h]),
+            f"layers.{i}.post_attention_layernorm.weight": ("BF16", [h]),
+        }
     shards = {
-        "model-00001-of-00002.safetensors": {"fc.weight": ("BF16", [h, 5 * h])},
-        "model-00002-of-00002.safetensors": {
-            f"layers.{i}.mlp.up_proj.weight": ("BF16", [4 * h, h]) for i in range(5)
-        },
+        "model-00001-of-00002.safetensors": first,
+        "model-00002-of-00002.safetensors": second,
     }
     weight_map = {}
     for name, tensors in shards.items():
