@@ -83,5 +83,5 @@ import = ["{outside}/*/eval_results.json", "{outside}/*.json", "{outside}/none-*
     )
     assert out.returncode == 0, out.stderr
     assert f"REJECTED  gpu:{outside}/broken.json: metrics.tau_top1: missing" in out.stdout
-    assert "2 file(s) already in the store" in out.stdout
+    assert "2 result files already in the store" in out.stdout
     assert "note: suite coding10: gpu:" in out.stderr and "matches no file" in out.stderr

@@ -65,7 +65,9 @@ def test_a_3gib_drafter_for_another_target_is_refused_in_seconds_with_nothing_co
     print(f"preflight refusal of a 3.4 GB sparse drafter: {took:.2f} s")
 
     assert cli.main(["eval", f"store:{path}", "coding", *config]) == 2
-    shown = capsys.readouterr().out
+    printed = capsys.readouterr()
+    shown = printed.out
+    assert (printed.out + printed.err).count(REFUSED) == 1  # the job's line once, not twice
     assert f"failed: {REFUSED}: " in shown
     assert "  - target_layer_ids: drafter has" in shown  # every problem, one per line
 

@@ -12,6 +12,7 @@ from dflash_tui.commands.output import add_json_flag, print_json
 from dflash_tui.evals.collect import import_results
 from dflash_tui.evals.manager import CollectReport
 from dflash_tui.evals.targets import TargetError, suite_config
+from dflash_tui.units import plural
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         for where, reason in report.rejected:
             print(f"REJECTED  {where}: {reason}")
         if report.skipped:
-            print(f"{report.skipped} file(s) already in the store")
+            print(f"{plural(report.skipped, 'result file')} already in the store")
         if not (report.stored or report.rejected or report.skipped):
             print("nothing new to collect")
     for note in report.notes:

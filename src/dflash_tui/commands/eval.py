@@ -141,10 +141,11 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
         job = await manager.start_eval(
             args.checkpoint, args.suite, args.host, args.gpu, args.sliding
         )
-        try:
-            job = await manager.wait(job.id, started_only=not args.wait, on_change=progress)
-        finally:
-            progress.close()
+        if not job.terminal:  # a refused job is printed once, below, with its reasons
+            try:
+                job = await manager.wait(job.id, started_only=not args.wait, on_change=progress)
+            finally:
+                progress.close()
         out: dict[str, Any] = {"job": job.as_dict()}
         if job.state == DONE:
             report = await manager.collect([job.id])
