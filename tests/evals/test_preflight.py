@@ -44,9 +44,9 @@ def _written_under(home: Path) -> list[str]:
 def test_a_3gib_drafter_for_another_target_is_refused_in_seconds_with_nothing_copied(
     cluster: Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    big_drafter(tmp_path / "big")  # hidden 5120 and 5 feature layers; the cache is 64 wide
-    (tmp_path / "big" / "config.json").write_text(json.dumps(BIG_CONFIG))
-    path = place(tmp_path / "big", cluster.store, "ckpts/big/step-100")
+    path = cluster.store.home / "ckpts" / "big" / "step-100"  # written in place: still sparse
+    big_drafter(path)  # hidden 5120 and 5 feature layers; the cache is 64 wide
+    (path / "config.json").write_text(json.dumps(BIG_CONFIG))
     before = _written_under(cluster.gpu.home)
     config = ["--config", str(cluster.config)]
     started = time.monotonic()
