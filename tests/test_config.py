@@ -132,6 +132,45 @@ BAD = [
         6,
         "runs[0].metric_patterns: regex '(' does not compile",
     ),
+    (
+        "metrics over https",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/l'\n"
+        "metrics = 'https://127.0.0.1:8000/metrics'\n",
+        6,
+        "runs[0].metrics: https is not read: the request already travels inside the host's SSH",
+    ),
+    (
+        "metrics without a scheme",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/l'\nmetrics = '127.0.0.1:8000/metrics'\n",
+        6,
+        "runs[0].metrics: expected an http:// URL as the run's host reaches the server, such as "
+        '"http://127.0.0.1:8000/metrics"',
+    ),
+    (
+        "metrics without a path",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/l'\nmetrics = 'http://gpu:8000'\n",
+        6,
+        "runs[0].metrics: name the path too: vLLM and SGLang serve it at /metrics",
+    ),
+    (
+        "metrics with a bad port",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/l'\n"
+        "metrics = 'http://gpu:80000/metrics'\n",
+        6,
+        "runs[0].metrics: 'http://gpu:80000/metrics' is not a URL (Port out of range 0-65535)",
+    ),
+    (
+        "metrics not a string",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/l'\nmetrics = 8000\n",
+        6,
+        "runs[0].metrics: expected a string, got an integer 8000",
+    ),
+    (
+        "metrics misspelt",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/l'\nmetric = 'http://a/metrics'\n",
+        6,
+        'runs[0].metric: unknown key; did you mean "metrics"?',
+    ),
 ]
 
 

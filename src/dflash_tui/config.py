@@ -121,6 +121,21 @@ class HostConfig:
 
 
 @dataclass(frozen=True)
+class MetricsEndpoint:
+    """A server's Prometheus endpoint as its own host sees it (`[[runs]] metrics`).
+
+    Read through the host's SSH connection (a direct-tcpip channel to
+    `address:port`), so `address` is resolved on that host: 127.0.0.1 is the
+    host itself, not the console's machine.
+    """
+
+    url: str  # as written
+    address: str
+    port: int
+    path: str  # with its query, if any
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """One `[[runs]]` entry: a training run whose log and process we watch."""
 
@@ -134,6 +149,8 @@ class RunConfig:
     checkpoints: str | None = None
     auto_eval: tuple[str, ...] = ()
     max_parallel: int = 1
+    # a vLLM or SGLang server's /metrics: served acceptance read exactly (DESIGN §4.12)
+    metrics: MetricsEndpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -463,6 +480,7 @@ _RUN_KEYS = (
     "checkpoints",
     "auto_eval",
     "max_parallel",
+    "metrics",
 )
 _CHECKPOINT_KEYS = ("name", "host", "path", "baseline", "step", "run")
 _SUITE_KEYS = (
@@ -638,7 +656,55 @@ def _run(ch: _Checker, where: str, t: Mapping[str, Any]) -> RunConfig:
         checkpoints=_get(ch, t, "checkpoints", where, "str", None, _non_empty),
         auto_eval=_get(ch, t, "auto_eval", where, "strings", ()),
         max_parallel=_get(ch, t, "max_parallel", where, "int", 1, _positive),
+        metrics=_metrics_endpoint(ch, where, t),
     )
+
+
+_METRICS_EXAMPLE = '"http://127.0.0.1:8000/metrics"'
+
+
+def _metrics_endpoint(ch: _Checker, where: str, t: Mapping[str, Any]) -> MetricsEndpoint | None:
+    """`metrics = "http://ADDRESS:PORT/PATH"`: plain http, as the run's host reaches it."""
+    raw = _get(ch, t, "metrics", where, "str", None)
+    if raw is None:
+        return None
+    endpoint, problem = parse_metrics_url(raw)
+    if problem is not None:
+        ch.add(f"{where}.metrics", problem)
+    return endpoint
+
+
+def parse_metrics_url(raw: str) -> tuple[MetricsEndpoint | None, str | None]:
+    """(endpoint, None), or (None, what is wrong with `raw`) for a `metrics` value."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(raw.strip())
+        port = parts.port
+    except ValueError as exc:
+        return None, f"{raw!r} is not a URL ({exc}); expected one such as {_METRICS_EXAMPLE}"
+    if port == 0:
+        return None, f"port 0 is not a server's port; expected one such as {_METRICS_EXAMPLE}"
+    if parts.scheme == "https":
+        return None, (
+            "https is not read: the request already travels inside the host's SSH "
+            f"connection; name the server's plain http address, such as {_METRICS_EXAMPLE}"
+        )
+    if parts.scheme != "http" or not parts.hostname:
+        return None, (
+            f"expected an http:// URL as the run's host reaches the server, such as "
+            f"{_METRICS_EXAMPLE}; got {raw!r}"
+        )
+    if parts.username is not None or parts.password is not None:
+        return None, "no user or password in the URL: /metrics is read without credentials"
+    if parts.fragment:
+        return None, f"no '#' fragment in the URL; got {raw!r}"
+    if not parts.path or parts.path == "/":
+        return None, (
+            f"name the path too: vLLM and SGLang serve it at /metrics, as in {_METRICS_EXAMPLE}"
+        )
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    return MetricsEndpoint(raw, parts.hostname, port or 80, path), None
 
 
 def _checkpoint(ch: _Checker, where: str, t: Mapping[str, Any]) -> CheckpointConfig:

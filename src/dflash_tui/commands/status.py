@@ -113,6 +113,21 @@ def row(view: RunView, gpu: str) -> dict[str, Any]:
     }
 
 
+def served_source(view: RunView) -> str | None:
+    """Where a served run's acceptance comes from, for a run that names a /metrics."""
+    metrics = view.served_metrics
+    if metrics is None:
+        return None
+    acceptance = view.acceptance
+    if acceptance is not None and acceptance.source == "metrics":
+        last = metrics.last
+        since = ", since the server started" if last is not None and last.window_s is None else ""
+        return f"served acceptance from {metrics.url} ({metrics.kind}{since})"
+    fallback = "from its log lines" if acceptance is not None else "none from its log lines either"
+    why = metrics.error or "no drafts counted there yet"
+    return f"{metrics.url} not used ({why}); served acceptance {fallback}"
+
+
 def run(args: argparse.Namespace) -> int:
     path, snapshot = asyncio.run(collect(args.config, args.timeout))
     hosts = {h.name: h for h in snapshot.hosts}
@@ -142,4 +157,8 @@ def run(args: argparse.Namespace) -> int:
             print("* tau calibrated from evaluated checkpoints")
         if any(r.acceptance is not None for r in snapshot.runs):
             print("= acceptance length the server reports (vLLM, SGLang)")
+        for view in snapshot.runs:
+            line = served_source(view)
+            if line:
+                print(f"{view.name}: {line}")
     return 1 if any(r.state.value in FAILED_STATES for r in snapshot.runs) else 0

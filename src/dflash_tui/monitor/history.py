@@ -121,6 +121,8 @@ class HistorySeries:
     accept_len_ema: tuple[float, ...] = ()
     served: bool = False
     """True: `steps` are report numbers of a serving log, `accept_len` its columns."""
+    source: str = "log"
+    """Where served columns come from: the log's lines, or the server's "metrics"."""
 
     def __len__(self) -> int:
         return len(self.steps)

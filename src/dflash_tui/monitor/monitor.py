@@ -31,6 +31,8 @@ from dflash_tui.monitor.liveness import (
 )
 from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.monitor.probe_stream import ProbeStream
+from dflash_tui.monitor.served import ServedAcceptance
+from dflash_tui.monitor.served_metrics import EndpointReader, metrics_series
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailNotice
 from dflash_tui.monitor.tasks import cancel_and_wait
 from dflash_tui.monitor.views import (
@@ -47,6 +49,7 @@ from dflash_tui.monitor.views import (
     RunView,
 )
 from dflash_tui.remote.errors import CommandFailed, RemoteError
+from dflash_tui.remote.http import http_get
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.tau import TauEstimate, estimate_tau
 
@@ -59,6 +62,9 @@ PING_EVERY_S = 10.0
 the probe itself runs every refresh_s, and a `true` round trip costs about as much."""
 GATHER_MAX_S = 5.0
 """The longest a tail of a run whose log is not on screen waits on the host by default."""
+METRICS_EVERY_S = 10.0
+"""A run's /metrics is read this often: vLLM logs its SpecDecoding line every 10 s, so a
+report from the endpoint covers what a report from the log covers."""
 
 Calibration = Callable[[str], Sequence[tuple[float, float]]]
 """run name -> (training acc at a checkpoint's step, measured tau_top1) pairs."""
@@ -87,6 +93,10 @@ class MonitorOptions:
     probe_timeout_s: float = 20.0
     history_timeout_s: float = 120.0
     notices_kept: int = 20
+    # A served run's `metrics` endpoint: read every this many seconds (and on
+    # refresh_now), each read given up after metrics_timeout_s.
+    metrics_every_s: float = METRICS_EVERY_S
+    metrics_timeout_s: float = 10.0
 
 
 class _Run:
@@ -127,10 +137,32 @@ class _Run:
         self.series_version = -1
         self.series_at = 0.0
         self.acceptance_dropped = False  # the alert fired; re-armed once it recovers
+        # The server's /metrics (DESIGN §4.12), when the run names one: its reports stand
+        # for the run's served acceptance while it answers; the log's are the fallback.
+        self.endpoint = EndpointReader(cfg.metrics) if cfg.metrics is not None else None
+        self.metrics_task: asyncio.Task[None] | None = None
+        self.metrics_wake = asyncio.Event()
+        self.endpoint_series: tuple[int, HistorySeries] | None = None
+
+    def served(self) -> ServedAcceptance:
+        """The served acceptance the run shows: its endpoint's while that answers and has
+        reported, else its log's."""
+        endpoint = self.endpoint
+        if endpoint is not None and endpoint.active:
+            return endpoint.served
+        return self.history.served
 
     def current_series(self) -> HistorySeries:
         """The plot columns, refreshed at most every SERIES_REFRESH_S (monotonic clock)."""
         h = self.history
+        endpoint = self.endpoint
+        if endpoint is not None and endpoint.active and len(h) == 0:
+            # A server (no training points): the endpoint's reports are its plot.
+            cached = self.endpoint_series
+            if cached is None or cached[0] != endpoint.served.version:
+                cached = (endpoint.served.version, metrics_series(endpoint.served))
+                self.endpoint_series = cached
+            return cached[1]
         now = time.monotonic()
         stale = self.series_version != h.version and now - self.series_at >= SERIES_REFRESH_S
         if self.series is None or stale:
@@ -260,6 +292,11 @@ class Monitor:
             run.task = loop.create_task(self._follow(run), name=f"tail:{run.cfg.name}")
         for host in self._hosts.values():
             host.task = loop.create_task(self._probe_loop(host), name=f"probe:{host.name}")
+        for run in self._runs.values():
+            if run.endpoint is not None:
+                run.metrics_task = loop.create_task(
+                    self._metrics_loop(run), name=f"metrics:{run.cfg.name}"
+                )
 
     async def stop(self) -> None:
         """Stop every task; remote tails are killed. The pool stays open (the caller owns it)."""
@@ -272,10 +309,16 @@ class Monitor:
                 run.tail_status = "stopped"
         for host in self._hosts.values():
             host.task = None
+        for run in self._runs.values():
+            run.metrics_task = None
         self._started = False
 
     def _tasks(self) -> list[asyncio.Task[None] | None]:
-        return [r.task for r in self._runs.values()] + [h.task for h in self._hosts.values()]
+        return (
+            [r.task for r in self._runs.values()]
+            + [h.task for h in self._hosts.values()]
+            + [r.metrics_task for r in self._runs.values()]
+        )
 
     async def __aenter__(self) -> Monitor:
         await self.start()
@@ -285,10 +328,14 @@ class Monitor:
         await self.stop()
 
     def refresh_now(self, host: str | None = None) -> None:
-        """Probe `host` (or every host) now instead of at the next `refresh_s` tick."""
+        """Probe `host` (or every host) now instead of at the next `refresh_s` tick; its
+        runs' /metrics are read now too."""
         for h in self._hosts.values():
             if host is None or h.name == host:
                 h.wake.set()
+        for run in self._runs.values():
+            if run.endpoint is not None and (host is None or run.cfg.host == host):
+                run.metrics_wake.set()
 
     async def refresh_once(self, timeout_s: float | None = None) -> MonitorSnapshot:
         """One-shot: load every history not loaded yet and probe every host once, concurrently.
@@ -317,6 +364,11 @@ class Monitor:
             if not run.loaded
         ]
         jobs += [bounded(self._probe(h), f"probing {h.name}", h) for h in self._hosts.values()]
+        jobs += [
+            self._read_metrics(run, timeout_s)
+            for run in self._runs.values()
+            if run.endpoint is not None
+        ]
         await asyncio.gather(*jobs, return_exceptions=True)
         return self.snapshot()
 
@@ -443,6 +495,11 @@ class Monitor:
         tok = h.trend("tok_s")
         rate = h.steps_per_s()
         probe = run.probe
+        served = run.served()
+        endpoint = run.endpoint
+        tokens_per_s = tok.last
+        if served is not h.served and len(h) == 0 and not math.isnan(served.rates[-1]):
+            tokens_per_s = served.rates[-1]  # the server's, from its endpoint
         return RunView(
             name=cfg.name,
             host=cfg.host,
@@ -458,7 +515,7 @@ class Monitor:
             progress=progress,
             loss=loss,
             acc=acc,
-            tokens_per_s=tok.last,
+            tokens_per_s=tokens_per_s,
             lr=h.latest("lr"),
             epoch=h.latest("epoch"),
             steps_per_s=rate,
@@ -484,7 +541,8 @@ class Monitor:
             restarts=h.restarts,
             host_reachable=self._hosts[cfg.host].reachable,
             stall_after_s=run.stall_after_s,
-            acceptance=h.served.view(),
+            acceptance=served.view(),
+            served_metrics=endpoint.status() if endpoint is not None else None,
             eval_loss=h.eval_loss,
             eval_acc=h.eval_acc,
             eval_step=h.eval_step,
@@ -582,7 +640,7 @@ class Monitor:
         run.history = history
         run.series = None
         # A drop already in the log's past is news, not a change: only a live one alerts.
-        run.acceptance_dropped = history.served.dropped()
+        run.acceptance_dropped = run.served().dropped()
         run.position = backlog.position
         run.step_lines = backlog.step_lines
         run.lines_parsed += backlog.parsed
@@ -674,19 +732,71 @@ class Monitor:
             run.tail_status = "following"
         if run.seq >= first:
             self._emit(LinesAppended(run.cfg.name, first, run.seq))
-        if history.served.values:
+        if history.served.values and run.served() is history.served:
             self._check_acceptance(run)
         self._rejudge(run)
         self._run_changed(run)
 
     def _check_acceptance(self, run: _Run) -> None:
-        """Emit AcceptanceDropped once when served acceptance falls well below its level."""
-        served = run.history.served
+        """Emit AcceptanceDropped once when served acceptance falls well below its level
+        (the source the run shows: its /metrics while that answers, else its log)."""
+        served = run.served()
         level = served.level()
         dropped = served.dropped(level)
         if dropped and not run.acceptance_dropped and level is not None:
             self._emit(AcceptanceDropped(run.cfg.name, served.values[-1], level))
         run.acceptance_dropped = dropped
+
+    # ------------------------------------------------------------------ /metrics
+
+    async def _metrics_loop(self, run: _Run) -> None:
+        """Read the run's endpoint every `metrics_every_s` (sooner on refresh_now)."""
+        every = self.options.metrics_every_s
+        while not self._stopping:
+            began = time.monotonic()
+            # Cleared before the read: a refresh_now during it reads again at once.
+            run.metrics_wake.clear()
+            await self._read_metrics(run)
+            left = every - (time.monotonic() - began)
+            if left > 0:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(run.metrics_wake.wait(), left)
+
+    async def _read_metrics(self, run: _Run, timeout_s: float | None = None) -> None:
+        """One read of the run's /metrics through its host's SSH connection. A failure is
+        recorded on the endpoint (the view says why); the log's reports stand meanwhile."""
+        reader = run.endpoint
+        assert reader is not None
+        endpoint = reader.endpoint
+        timeout = self.options.metrics_timeout_s
+        if timeout_s is not None:
+            timeout = min(timeout, timeout_s)
+        was_active = reader.active
+        was_ok = reader.ok
+        report = None
+        try:
+            body = await http_get(
+                self.pool,
+                run.cfg.host,
+                endpoint.address,
+                endpoint.port,
+                endpoint.path,
+                timeout_s=timeout,
+            )
+            report = reader.read(body.decode("utf-8", "replace"), self.clock())
+            changed = report is not None or was_ok is not True
+        except RemoteError as exc:
+            changed = reader.failed(exc.message)
+        except ValueError as exc:  # not the exposition format, or no spec-decode metrics
+            changed = reader.failed(f"{endpoint.url}: {exc}")
+        if reader.active != was_active:
+            # The source the run shows changed (the endpoint came, or went and the log's
+            # reports stand again): its alert state is that source's from now on.
+            run.acceptance_dropped = run.served().dropped()
+        elif report is not None:
+            self._check_acceptance(run)
+        if changed:
+            self._run_changed(run)
 
     # ------------------------------------------------------------------ hosts
 

@@ -10,6 +10,9 @@ number. `ServedAcceptance` holds the last `keep` reports and gives:
   newest `recent_reports`;
 - `dropped`: the mean of the newest `recent_reports` is below `drop_ratio` times that
   level (with at least `min_level_reports` reports behind it), the alert's condition.
+
+`source` says where the reports come from: "log" (the server's log lines, read by
+`metrics.py`) or "metrics" (its Prometheus endpoint, `served_metrics.py`).
 """
 
 from __future__ import annotations
@@ -35,9 +38,12 @@ class Acceptance:
     level: float | None
     dropped: bool
     per_position: tuple[float, ...] | None
+    source: str = "log"  # "log" lines or the server's "metrics" endpoint
+    accept_rate: float | None = None  # accepted / drafted tokens, where the source tells
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "source": self.source,
             "last": self.last,
             "ema": self.ema,
             "slope_per_100_reports": self.slope_per_100_reports,
@@ -45,6 +51,7 @@ class Acceptance:
             "recent_level": self.level,
             "dropped": self.dropped,
             "per_position": list(self.per_position) if self.per_position else None,
+            "accept_rate": self.accept_rate,
         }
 
 
@@ -61,7 +68,9 @@ class ServedAcceptance:
         recent_reports: int = 3,
         min_level_reports: int = 10,
         drop_ratio: float = DROP_RATIO,
+        source: str = "log",
     ) -> None:
+        self.source = source
         self.values: deque[float] = deque(maxlen=keep)
         self.emas: deque[float] = deque(maxlen=keep)
         self.rates: deque[float] = deque(maxlen=keep)  # generated tokens/s (nan: unknown)
@@ -73,6 +82,7 @@ class ServedAcceptance:
         self.min_level_reports = min_level_reports
         self.drop_ratio = drop_ratio
         self.per_position: tuple[float, ...] | None = None
+        self.accept_rate: float | None = None
         self.count = 0
         self.version = 0
 
@@ -84,8 +94,10 @@ class ServedAcceptance:
         length: float,
         per_position: tuple[float, ...] | None = None,
         rate: float | None = None,
+        accept_rate: float | None = None,
     ) -> None:
-        """Record one report (`rate`: the server's generated tokens/s then, if known)."""
+        """Record one report (`rate`: the server's generated tokens/s then, if known;
+        `accept_rate`: its accepted / drafted tokens, if known)."""
         prev = self.emas[-1] if self.emas else None
         ema = length if prev is None else prev + self.alpha * (length - prev)
         if len(self.values) == self.values.maxlen:
@@ -95,6 +107,8 @@ class ServedAcceptance:
         self.rates.append(math.nan if rate is None else rate)
         if per_position is not None:
             self.per_position = per_position
+        if accept_rate is not None:
+            self.accept_rate = accept_rate
         self.count += 1
         self.version += 1
 
@@ -132,6 +146,8 @@ class ServedAcceptance:
             level=level,
             dropped=self.dropped(level),
             per_position=self.per_position,
+            source=self.source,
+            accept_rate=self.accept_rate,
         )
 
     def columns(

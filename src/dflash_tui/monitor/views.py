@@ -20,6 +20,7 @@ from dflash_tui.monitor.gpu import GpuInfo, summarize
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
 from dflash_tui.monitor.served import Acceptance
+from dflash_tui.monitor.served_metrics import EndpointStatus
 from dflash_tui.monitor.tail import TailNotice
 from dflash_tui.tau import TauEstimate
 
@@ -42,8 +43,11 @@ class RunView:
     (refreshed at most once a second; the scalar fields are always current).
     `tail_status` is one of `loading`, `following`, `reconnecting`,
     `missing`, `stopped`; `notices` the last tail events (reconnected,
-    rotated, truncated, ...), oldest first. `acceptance` is what a serving
-    log reports (DESIGN §4.12; None for a trainer's log); `eval_*` the last
+    rotated, truncated, ...), oldest first. `acceptance` is what a server
+    reports (DESIGN §4.12; None for a trainer's log): from its /metrics while
+    that answers (`acceptance.source == "metrics"`), else from its log lines;
+    `served_metrics` the endpoint's own state (None when the run names none,
+    its `error` when a read fails); `eval_*` the last
     evaluation metrics the log printed (`eval/`, `val/`), never the training ones.
 
     Line counts are of different sets of lines: `lines_seen` went into the ring
@@ -94,6 +98,7 @@ class RunView:
     stall_after_s: float
     notices: tuple[TailNotice, ...] = ()
     acceptance: Acceptance | None = None
+    served_metrics: EndpointStatus | None = None
     eval_loss: float | None = None
     eval_acc: float | None = None
     eval_step: int | None = None
@@ -155,6 +160,9 @@ class RunView:
                 list(self.acceptance.per_position)
                 if self.acceptance is not None and self.acceptance.per_position
                 else None
+            ),
+            "served_metrics": (
+                self.served_metrics.as_dict() if self.served_metrics is not None else None
             ),
             "log_age_s": self.log_age_s,
             "log_size_bytes": self.log_size_bytes,

@@ -13,6 +13,7 @@ from dflash_tui.remote.errors import (
     HostKeyRejected,
     HostUnreachable,
     RemoteError,
+    TunnelFailed,
 )
 
 if TYPE_CHECKING:
@@ -38,5 +39,6 @@ __all__ = [
     "RemoteCommand",
     "RemoteError",
     "RemoteStream",
+    "TunnelFailed",
     "shell_script",
 ]

@@ -54,3 +54,31 @@ class CommandFailed(RemoteError):
         detail = (": " + " | ".join(tail)) if tail else ""
         status = f"exit status {exit_status}" if exit_status is not None else "killed by a signal"
         super().__init__(host, f"`{command}` failed with {status}{detail}")
+
+
+class TunnelFailed(RemoteError):
+    """The host is reachable, but a TCP connection from it to `address:port` (a
+    direct-tcpip channel) was refused: nothing listens there, or its sshd forbids
+    forwarding. `code` is the SSH channel-open failure code."""
+
+    def __init__(self, host: str, address: str, port: int, code: int, reason: str) -> None:
+        self.address = address
+        self.port = port
+        self.code = code
+        self.reason = reason
+        target = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+        if code == 1:  # OPEN_ADMINISTRATIVELY_PROHIBITED
+            detail = (
+                f"its sshd does not let this login open TCP connections ({reason}): "
+                "set AllowTcpForwarding yes (or local) there, and PermitOpen if it is set"
+            )
+        elif code == 2:  # OPEN_CONNECT_FAILED
+            detail = f"nothing answers there as {host} sees it ({reason}): is the server up?"
+        else:
+            detail = reason or f"channel open failed (code {code})"
+        super().__init__(host, f"cannot connect to {target} from {host}: {detail}")
+
+
+class EndpointFailed(RemoteError):
+    """A TCP connection through `host` worked, but the HTTP answer did not: a status
+    other than 200, no answer in time, a body over the size bound, or not HTTP."""

@@ -33,6 +33,7 @@ from dflash_tui.remote.errors import (
     HostKeyRejected,
     HostUnreachable,
     RemoteError,
+    TunnelFailed,
 )
 from dflash_tui.remote.known_hosts import (
     KnownHostsError,
@@ -470,6 +471,44 @@ class HostPool:
         group is killed when the block exits, so nothing is left running remotely.
         """
         return RemoteStream(self, name, argv, env=env, encoding=encoding, kill_on_exit=kill_on_exit)
+
+    @contextlib.asynccontextmanager
+    async def tcp(
+        self, name: str, address: str, port: int
+    ) -> AsyncIterator[tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]]:
+        """A TCP connection from host `name` to `address:port` (resolved there), as a
+        (reader, writer) pair of bytes: a direct-tcpip channel on the pooled connection.
+
+        Nothing runs on the host and no port is opened anywhere. Raises TunnelFailed
+        when the host refuses it (nothing listens there, or forwarding is not allowed),
+        the usual HostUnreachable/HostKeyRejected/AuthFailed when the host is not reached.
+        Not counted against MaxSessions (sshd counts sessions, not TCP channels).
+        """
+        for attempt in (1, 2):
+            conn = await self._shared_connection(name)
+            try:
+                reader, writer = await conn.open_connection(address, port)
+            except asyncssh.ChannelOpenError as exc:
+                if not conn.is_closed():
+                    raise TunnelFailed(name, address, port, exc.code, exc.reason) from None
+                error: Exception = exc
+            except (OSError, asyncssh.Error) as exc:
+                error = exc
+            else:
+                try:
+                    yield reader, writer
+                finally:
+                    writer.close()
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(writer.channel.wait_closed(), KILL_TIMEOUT_S)
+                return
+            # The link died while idle in the pool: replaced once, transparently.
+            conn.abort()
+            if attempt == 2:
+                raise HostUnreachable(
+                    name, f"connection lost opening a TCP channel to {address}:{port}: {error}"
+                ) from None
+        raise AssertionError("unreachable")
 
     @contextlib.asynccontextmanager
     async def sftp(self, name: str) -> AsyncIterator[asyncssh.SFTPClient]:
