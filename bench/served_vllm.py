@@ -19,6 +19,16 @@ Run with the project's python (it builds the models with the project's
 transformers and ``dflash_tui.evals.synthetic.write_drafter``):
 
     .venv/bin/python bench/served_vllm.py [--vllm /tmp/vllmenv/bin/vllm] [--k 4]
+        [--head random|zero] [--console]
+
+``--head zero`` zeroes the target's lm_head (which the drafter shares): every logit
+ties at 0, greedy is token 0 for both models, every draft is accepted and the
+acceptance length must read exactly k + 1, a check of the counters' meaning. With
+the default random head the random drafter's acceptance is near 1.
+
+On vLLM's CPU build the server runs with VLLM_TARGET_DEVICE=cpu, --dtype float32,
+--enforce-eager and the V1 model runner (the V2 runner needs Triton, absent on CPU);
+head_dim is 32 because the CPU attention backend has no smaller head size.
 
 Not part of ``make test``: vLLM is not a project dependency and its start-up
 alone takes longer than the test budget on 2 cores.
@@ -60,7 +70,7 @@ PROMPTS = [
 
 
 def build_tokenizer(out: Path) -> None:
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     # ids: the words first, the specials last, so <|mask|> is VOCAB - 1
@@ -80,7 +90,7 @@ def build_tokenizer(out: Path) -> None:
     fast.save_pretrained(out)
 
 
-def build_target(out: Path, seed: int) -> None:
+def build_target(out: Path, seed: int, head: str = "random") -> None:
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
@@ -106,6 +116,11 @@ def build_target(out: Path, seed: int) -> None:
         for p in model.parameters():
             if p.dim() == 2:
                 p.normal_(0.0, 0.2)
+        if head == "zero":
+            # every logit of the target, and of the drafter (which uses the target's
+            # lm_head), is exactly 0: greedy picks token 0 everywhere, so every draft
+            # is accepted and the acceptance length must read k + 1
+            model.lm_head.weight.zero_()
     model.generation_config = GenerationConfig(eos_token_id=VOCAB - 3, pad_token_id=VOCAB - 2)
     model.save_pretrained(out, safe_serialization=True)
     build_tokenizer(out)
@@ -196,27 +211,40 @@ def spec_counters(text: str) -> dict[str, float]:
         for s in fam.samples:
             if not s.name.startswith("vllm:spec_decode") or s.name.endswith("_created"):
                 continue
-            key = s.name + (f'{{position="{s.labels["position"]}"}}' if "position" in s.labels else "")
+            key = s.name + (
+                f'{{position="{s.labels["position"]}"}}' if "position" in s.labels else ""
+            )
             out[key] = out.get(key, 0.0) + s.value
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--vllm", default="/tmp/vllmenv/bin/vllm", help="the vllm CLI of vLLM's CPU venv")
+    ap.add_argument(
+        "--vllm", default="/tmp/vllmenv/bin/vllm", help="the vllm CLI of vLLM's CPU venv"
+    )
     ap.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--startup-timeout", type=float, default=900.0)
     ap.add_argument("--workdir", type=Path, default=None, help="keep the models and log here")
-    ap.add_argument("--console", action="store_true", help="also read /metrics with monitor.served_metrics")
+    ap.add_argument(
+        "--console", action="store_true", help="also read /metrics with monitor.served_metrics"
+    )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--head",
+        choices=("random", "zero"),
+        default="random",
+        help="the target's lm_head: random (a random drafter: acceptance near 1), or zero "
+        "(all logits tie, greedy is token 0 for both models: acceptance must be k + 1)",
+    )
     args = ap.parse_args()
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="served_vllm_"))
     work.mkdir(parents=True, exist_ok=True)
     target, drafter, log = work / "target", work / "drafter", work / "vllm.log"
     t0 = time.monotonic()
-    build_target(target, args.seed)
+    build_target(target, args.seed, args.head)
     build_drafter(drafter, args.seed + 1)
     print(f"models built in {time.monotonic() - t0:.1f} s under {work}")
 
@@ -249,7 +277,9 @@ def main() -> int:
     print("$ " + " ".join(cmd[:3]) + " ... (log: " + str(log) + ")")
     t_start = time.monotonic()
     with open(log, "wb") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = t_start + args.startup_timeout
@@ -287,7 +317,9 @@ def main() -> int:
         print("vllm:spec_decode_* counters:")
         for k in sorted(after):
             print(f"  {k} = {after[k]:g}")
-        drafts = after.get("vllm:spec_decode_num_drafts_total", 0) - before.get("vllm:spec_decode_num_drafts_total", 0)
+        drafts = after.get("vllm:spec_decode_num_drafts_total", 0) - before.get(
+            "vllm:spec_decode_num_drafts_total", 0
+        )
         acc = after.get("vllm:spec_decode_num_accepted_tokens_total", 0) - before.get(
             "vllm:spec_decode_num_accepted_tokens_total", 0
         )
@@ -296,6 +328,9 @@ def main() -> int:
         else:
             print("no drafts counted")
 
+        if args.head == "zero" and drafts:
+            ok = acc == args.k * drafts
+            print(f"zero head: every draft accepted (k + 1 = {args.k + 1}): {ok}")
         if args.console:
             console_read(text)
         return 0
