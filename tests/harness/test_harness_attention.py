@@ -15,6 +15,7 @@ from harness_helpers import copy_pair, edit_json, run_cli
 
 from dflash_tui.evals.harness.attention import resolve_attention
 from dflash_tui.evals.harness.drafter import parse_config
+from dflash_tui.evals.harness.errors import InputError
 from dflash_tui.evals.harness.model import DrafterModel
 from dflash_tui.evals.harness.run import Options, evaluate
 
@@ -214,3 +215,44 @@ def test_a_config_that_says_causal_matches_the_reference_on_every_layer(pairs, t
             raw, weights, embed, lm_head, samples[anchor.sample][1], anchor.position
         )
         torch.testing.assert_close(logits[row].double(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_use_sliding_window_false_makes_sliding_layers_full():
+    """transformers' Qwen3Config keeps sliding_window only when use_sliding_window is true,
+    so z-lab's model runs those layers with full attention (DESIGN §4.4)."""
+    cfg = parse_config({**RAW, "use_sliding_window": False}, "config.json")
+    assert cfg.layer_types == ("full_attention", "full_attention")
+    assert (cfg.sliding_window, cfg.windowless_layers) == (None, 1)
+    # no window needed then: z-lab configs often say null
+    bare = parse_config({**RAW, "use_sliding_window": False, "sliding_window": None}, "c")
+    assert bare.layer_types == cfg.layer_types
+    kept = parse_config({**RAW, "use_sliding_window": True}, "config.json")
+    assert kept.layer_types == ("sliding_attention", "full_attention") and kept.sliding_window == 2
+    assert parse_config(RAW, "config.json").windowless_layers == 0  # absent: the layer types
+    with pytest.raises(InputError, match="use_sliding_window: expected true or false"):
+        parse_config({**RAW, "use_sliding_window": "no"}, "config.json")
+
+
+def test_use_sliding_window_false_scores_as_full_attention_and_says_so(capsys, pairs, tmp_path):
+    pair = copy_pair(pairs["sliding_bf16_sharded"], tmp_path)
+    raw = json.loads((pair.drafter / "config.json").read_text())
+    full = evaluate(Options(pair.drafter, pair.cache), lambda e: None)  # the window applies
+    edit_json(pair.drafter / "config.json", layer_types=["full_attention"] * 3)
+    plain = evaluate(Options(pair.drafter, pair.cache), lambda e: None)
+    edit_json(
+        pair.drafter / "config.json", layer_types=raw["layer_types"], use_sliding_window=False
+    )
+    out = tmp_path / "r.json"
+    result = run_cli(capsys, pair, out, "--sliding", "causal")
+    assert result.code == 0, result.stderr
+    windowless = json.loads(out.read_text())
+    assert windowless["metrics"] == plain["metrics"] != full["metrics"]
+    assert windowless["tasks"] == plain["tasks"]
+    assert windowless["attention"]["use_sliding_window"] is False
+    assert windowless["attention"]["windowless_layers"] == 2
+    assert windowless["attention"]["sliding_layers"] == 0
+    notes = [e["message"] for e in result.events if e["event"] == "note"]
+    assert notes == [
+        "--sliding causal changes nothing: use_sliding_window is false, so the drafter's 2 "
+        "sliding_attention layer(s) attend as full_attention layers do"
+    ]

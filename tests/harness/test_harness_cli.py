@@ -28,7 +28,7 @@ def test_results_file_follows_the_schema(capsys, pairs, tmp_path):
     data = json.loads(out.read_text())
     assert list(data) == [
         "schema", "suite", "checkpoint", "block_size", "attention", "n_anchors", "device", "elapsed_s",
-        "metrics", "tasks",
+        "metrics", "greedy", "tasks",
     ]  # fmt: skip
     assert data["attention"] == {
         "sliding": "bidirectional", "full": "bidirectional", "source": "default", "sliding_layers": 2,
@@ -47,8 +47,17 @@ def test_results_file_follows_the_schema(capsys, pairs, tmp_path):
     m = data["metrics"]
     assert set(m) == {
         "acc", "acc_per_position", "streak_top1", "streak_top4", "streak_top8", "tau_top1",
-        "ddtree_b4", "ddtree_b8", "ddtree_b16", "ddtree_b32",
+        "ddtree_b4", "ddtree_b8", "ddtree_b16", "ddtree_b32", "tau_greedy",
+        "tau_greedy_ddtree_b4", "tau_greedy_ddtree_b8", "tau_greedy_ddtree_b16",
+        "tau_greedy_ddtree_b32",
     }  # fmt: skip
+    greedy = data["greedy"]
+    assert greedy["labels"] == "cache"  # a synthetic cache: not the target's greedy output
+    assert m["tau_greedy"] == greedy["n_generated"] / greedy["n_blocks"]
+    assert m["tau_greedy_ddtree_b8"] == greedy["n_generated"] / greedy["ddtree_blocks"]["b8"]
+    tasks = data["tasks"].values()
+    assert sum(t["n_blocks"] for t in tasks) == greedy["n_blocks"]  # micro over blocks
+    assert sum(t["n_generated"] for t in tasks) == greedy["n_generated"]
     assert len(m["acc_per_position"]) == 5
     assert m["tau_top1"] == pytest.approx(m["streak_top1"] + 1)
     assert m["streak_top1"] <= m["streak_top4"] <= m["streak_top8"]
@@ -66,9 +75,14 @@ def test_event_stream(capsys, small, tmp_path):
     assert result.code == 0
     kinds = [e["event"] for e in result.events]
     assert kinds[0] == "start" and kinds[-1] == "done"
-    progress = [e for e in result.events if e["event"] == "progress"]
+    progress = [e for e in result.events if e["event"] == "progress" and "phase" not in e]
     total = progress[0]["total"]
     assert [p["done"] for p in progress] == [*range(0, total, 8), total]
+    # then the greedy walks' last blocks, near the samples' ends (greedy.py)
+    walking = [i for i, e in enumerate(result.events) if e.get("phase") == "greedy"]
+    assert walking and walking[0] > result.events.index(progress[-1])
+    last = result.events[walking[-1]]
+    assert last["done"] == last["total"]
     assert result.events[-1]["out"] == str(out)
     assert result.stderr == ""
 
@@ -85,7 +99,8 @@ def test_topk_and_budgets_options(capsys, small, tmp_path):
     assert run_cli(capsys, small, out, "--topk", "2,3", "--budgets", "5").code == 0
     m = json.loads(out.read_text())["metrics"]
     assert {k for k in m if k.startswith(("streak", "ddtree", "tau"))} == {
-        "streak_top1", "streak_top2", "streak_top3", "tau_top1", "ddtree_b5",
+        "streak_top1", "streak_top2", "streak_top3", "tau_top1", "ddtree_b5", "tau_greedy",
+        "tau_greedy_ddtree_b5",
     }  # fmt: skip
 
 

@@ -129,6 +129,45 @@ def test_specforge_cache_scores_like_dflash_cache(capsys, small, world, tmp_path
     assert list(results["tasks"]) == ["data_0", "data_1"]
 
 
+def test_specforge_multi_turn_sample_walks_each_run_on_the_caches_labels(
+    capsys, small, world, tmp_path
+):
+    """Two assistant turns in one sample: each run of loss_mask is a decoding walk of its own,
+    ending where its turn ends; SpecForge labels are dataset responses, not known to be the
+    target's greedy output, and the results say so (DESIGN §4.5)."""
+    samples = [dict(s) for s in world["samples"]]
+    length = samples[0]["loss_mask"].numel()
+    mask = torch.zeros(length, dtype=samples[0]["loss_mask"].dtype)
+    mask[4:14] = 1  # turn one: positions 4..13; a user turn; turn two: 20..end
+    mask[20:] = 1
+    samples[0]["loss_mask"] = mask
+    cache = write_specforge(samples, tmp_path / "specforge")
+    per_anchor = tmp_path / "anchors.jsonl"
+    result, results = _run(
+        capsys, small.drafter, cache, tmp_path, "--target", str(world["target"]),
+        "--cache-layer-ids", "1,3", "--per-anchor", str(per_anchor),
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert results["greedy"]["labels"] == "cache"
+    task = results["tasks"]["data_0"]
+    assert task["n_generated"] == (13 - 4) + (length - 1 - 20)
+    streaks = {}
+    for line in per_anchor.read_text().splitlines():
+        row = json.loads(line)
+        if row["sample"] == 0:
+            streaks[row["anchor"]] = row["streak_top1"]
+    blocks = 0
+    for start, end in ((4, 13), (20, length - 1)):
+        a = start
+        while a < end:  # the second run starts at 20 whatever the first one's last block did
+            a += min(streaks[a] + 1, end - a)
+            blocks += 1
+    assert task["n_blocks"] == blocks
+    assert task["tau_greedy"] == task["n_generated"] / blocks
+    other = results["tasks"]["data_1"]  # one run over the whole sample
+    assert other["n_generated"] == samples[1]["input_ids"].numel() - 1
+
+
 def test_specforge_eagle3_layout_reads_the_aux_states(capsys, small, world, tmp_path):
     """EAGLE-3 strategy files: aux_hidden_state are the features, hidden_state is not used."""
     cache = write_specforge(

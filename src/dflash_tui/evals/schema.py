@@ -17,8 +17,18 @@ from typing import Any
 
 SCHEMA = "dflash-eval/1"
 REQUIRED_METRICS = ("acc", "streak_top1", "tau_top1")
-METRIC_NAME = re.compile(r"^(acc|acc_per_position|tau_top1|streak_top[1-9]\d*|ddtree_b[1-9]\d*)$")
-METRIC_HELP = "acc, acc_per_position, tau_top1, streak_topK, ddtree_bN"
+METRIC_NAME = re.compile(
+    r"^(acc|acc_per_position|tau_top1|streak_top[1-9]\d*|ddtree_b[1-9]\d*"
+    r"|tau_greedy|tau_greedy_ddtree_b[1-9]\d*)$"
+)
+METRIC_HELP = (
+    "acc, acc_per_position, tau_top1, streak_topK, ddtree_bN, tau_greedy, tau_greedy_ddtree_bN"
+)
+# per-task counts beside the means: anchors scored, greedy decoding blocks and generated tokens
+TASK_COUNTS = ("n_anchors", "n_blocks", "n_generated")
+# `greedy.labels` (DESIGN §4.5): the target's own greedy continuation (tau_greedy is exact),
+# or labels not known to be (a SpecForge or speculators cache: dataset responses)
+GREEDY_LABELS = ("target_greedy", "cache")
 MAX_RESULTS_BYTES = 16 * 1024 * 1024
 TAU_TOLERANCE = 1e-3
 
@@ -50,6 +60,7 @@ class EvalResults:
     attention: Mapping[str, Any] | None = (
         None  # None: written before the field (evals/semantics.py)
     )
+    greedy: Mapping[str, Any] | None = None  # None: written before tau_greedy existed
 
 
 def _is_number(value: Any) -> bool:
@@ -72,8 +83,8 @@ def _check_metrics(
     positions = block_size - 1 if block_size else None
     for name, value in table.items():
         key = f"{where}.{name}"
-        if task and name == "n_anchors":
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if task and name in TASK_COUNTS:
+            if not _is_count(value):
                 reasons.append(f"{key}: expected a count (integer >= 0), got {_describe(value)}")
             continue
         if not METRIC_NAME.match(name):
@@ -101,7 +112,7 @@ def _check_metrics(
             value < 0 or (positions is not None and value > positions)
         ):
             reasons.append(f"{key}: {value} is outside [0, {positions}] (block_size - 1)")
-        elif name == "tau_top1" and (
+        elif name.startswith("tau_") and (
             value < 1 or (positions is not None and value > positions + 1)
         ):
             reasons.append(f"{key}: {value} is outside [1, {block_size}] (block_size)")
@@ -112,6 +123,54 @@ def _check_metrics(
     streak, tau = table.get("streak_top1"), table.get("tau_top1")
     if _is_number(streak) and _is_number(tau) and abs(tau - (streak + 1)) > TAU_TOLERANCE:
         reasons.append(f"{where}.tau_top1: {tau} is not streak_top1 + 1 ({streak} + 1)")
+    blocks, generated, greedy = (
+        table.get("n_blocks"),
+        table.get("n_generated"),
+        table.get("tau_greedy"),
+    )
+    if _is_count(blocks) and _is_count(generated) and blocks and _is_number(greedy):
+        _check_ratio(f"{where}.tau_greedy", greedy, generated, blocks, reasons)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_ratio(key: str, tau: float, generated: int, blocks: int, reasons: list[str]) -> None:
+    if abs(tau - generated / blocks) > TAU_TOLERANCE:
+        reasons.append(f"{key}: {tau} is not n_generated / n_blocks ({generated} / {blocks})")
+
+
+def _check_greedy(value: Any, metrics: Mapping[str, Any], reasons: list[str]) -> None:
+    """`greedy`: how tau_greedy was walked (labels, blocks, generated tokens); optional."""
+    if not isinstance(value, dict):
+        reasons.append(f"greedy: expected an object, got {_describe(value)}")
+        return
+    labels = value.get("labels")
+    if labels not in GREEDY_LABELS:
+        reasons.append(
+            f"greedy.labels: expected one of {', '.join(GREEDY_LABELS)}, got {_describe(labels)}"
+        )
+    for key in ("n_runs", "n_blocks", "n_generated", "walk_only_anchors"):
+        if key in value and not _is_count(value[key]):
+            reasons.append(
+                f"greedy.{key}: expected a count (integer >= 0), got {_describe(value[key])}"
+            )
+    blocks = value.get("ddtree_blocks", {})
+    if not isinstance(blocks, dict) or not all(_is_count(v) for v in blocks.values()):
+        reasons.append(
+            f"greedy.ddtree_blocks: expected an object of counts, got {_describe(blocks)}"
+        )
+        blocks = {}
+    generated = value.get("n_generated")
+    if not _is_count(generated):
+        return
+    tables = [("tau_greedy", value.get("n_blocks"))]
+    tables += [(f"tau_greedy_ddtree_{b}", n) for b, n in blocks.items()]
+    for name, n in tables:
+        tau = metrics.get(name)
+        if _is_count(n) and n and _is_number(tau):
+            _check_ratio(f"metrics.{name}", tau, generated, n, reasons)
 
 
 ATTENTION_MODES = ("bidirectional", "causal")
@@ -182,6 +241,9 @@ def validate_results(doc: Any, where: str = "eval_results.json") -> EvalResults:
         metrics = {}
     else:
         _check_metrics(metrics, "metrics", block_size, reasons, task=False)
+    greedy = doc.get("greedy")
+    if greedy is not None:
+        _check_greedy(greedy, metrics, reasons)
     tasks = doc.get("tasks", {})
     if not isinstance(tasks, dict):
         reasons.append(f"tasks: expected an object (task name -> metrics), got {_describe(tasks)}")
@@ -208,6 +270,7 @@ def validate_results(doc: Any, where: str = "eval_results.json") -> EvalResults:
         tasks=tasks,
         raw=doc,
         attention=attention,
+        greedy=greedy if isinstance(greedy, dict) else None,
     )
 
 

@@ -61,6 +61,9 @@ SCHEMA = Schema(
         """,
         # the results file's `attention` object (JSON); NULL: written before it existed
         "ALTER TABLE results ADD COLUMN attention TEXT",
+        # the results file's `greedy` object (JSON: how tau_greedy was walked, on which
+        # labels); NULL: written before it existed
+        "ALTER TABLE results ADD COLUMN greedy TEXT",
     ],
 )
 
@@ -91,6 +94,7 @@ class StoredResult:
     created_at: float
     collected_at: float
     attention: Mapping[str, Any] | None = None  # None: before the field (evals/semantics.py)
+    greedy: Mapping[str, Any] | None = None  # None: before tau_greedy (evals/schema.py)
 
     @property
     def semantics(self) -> str:
@@ -125,6 +129,7 @@ def _row(row: sqlite3.Row) -> StoredResult:
     values["metrics"] = json.loads(values["metrics"])
     values["tasks"] = json.loads(values["tasks"])
     values["attention"] = json.loads(values["attention"]) if values.get("attention") else None
+    values["greedy"] = json.loads(values["greedy"]) if values.get("greedy") else None
     return StoredResult(**values)
 
 
@@ -183,8 +188,8 @@ class ResultsStore:
             cur = self.conn.execute(
                 """INSERT INTO results (suite, checkpoint, job_id, source, origin, sha256, step, run,
                    metrics, tasks, n_anchors, block_size, device, dir, created_at, collected_at,
-                   attention)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   attention, greedy)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     suite,
                     checkpoint,
@@ -203,6 +208,7 @@ class ResultsStore:
                     created_at,
                     collected_at,
                     json.dumps(dict(results.attention)) if results.attention else None,
+                    json.dumps(dict(results.greedy)) if results.greedy else None,
                 ),
             )
         except sqlite3.IntegrityError:  # another process stored it meanwhile

@@ -36,6 +36,14 @@ directory, read as they are (``foreign.py``); they carry no target head
 and ``lm_head`` are read) and record no layer ids (``--cache-layer-ids``, in
 the writing tool's own convention).
 
+Besides the means over every anchor, it walks the path greedy speculative
+decoding takes on each sample (``greedy.py``): ``tau_greedy`` and
+``tau_greedy_ddtree_b{b}``, exact where the cache holds the target's own greedy
+continuation (``"greedy": {"labels": "target_greedy"}``, a cache from ``cache
+build``), else on the cache's labels. ``--max-anchors`` subsamples the means
+only: a path cannot be subsampled (each block starts where the last one
+ended), so the walks score the anchors their paths visit beyond the subset.
+
 Stdout carries one JSON object per line (``start``, ``progress``, ``retry``,
 ``note``, ``error``, ``done`` events); human messages go to stderr. Exit codes: 0 ok,
 1 runtime failure (CUDA out of memory at batch 1, non-finite logits), 2 bad

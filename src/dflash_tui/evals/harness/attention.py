@@ -17,6 +17,12 @@ or ``dflash_config.causal``, as vLLM and z-lab read them) decides for every
 layer, full ones too, and nothing overrides it: an operator's ``--sliding``
 that disagrees is reported, never applied. Context keys are always the
 target features strictly before the anchor (and inside the window).
+
+A config with ``use_sliding_window: false`` has no window at all: its
+``sliding_attention`` layers attend as ``full_attention`` layers do, because
+transformers' Qwen3Config then drops ``sliding_window`` and z-lab's model runs
+full attention there. ``rules.parse_config`` turns them into full layers; the
+results record how many (``windowless_layers``).
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ class Attention:
     source: str  # "default", "--sliding" or "config.json <key>"
     sliding_layers: int = 0
     requested: str | None = None  # the operator's --sliding when the config overrode it
+    # sliding_attention layers run as full_attention ones because use_sliding_window is false
+    windowless_layers: int = 0
 
     def causal(self, layer_type: str) -> bool:
         return (self.sliding if layer_type == "sliding_attention" else self.full) == CAUSAL
@@ -55,6 +63,12 @@ class Attention:
                 f"--sliding {self.requested} was not applied: the drafter's {self.source} "
                 f"makes every layer {self.sliding} (the drafter's own config decides)"
             )
+        if self.windowless_layers and not self.sliding_layers and self.source == "--sliding":
+            return (
+                f"--sliding {self.sliding} changes nothing: use_sliding_window is false, so the "
+                f"drafter's {self.windowless_layers} sliding_attention layer(s) attend as "
+                "full_attention layers do"
+            )
         return None
 
     def record(self) -> dict[str, Any]:
@@ -67,6 +81,9 @@ class Attention:
         }
         if self.requested is not None:
             out["requested"] = self.requested
+        if self.windowless_layers:
+            out["use_sliding_window"] = False
+            out["windowless_layers"] = self.windowless_layers
         return out
 
 

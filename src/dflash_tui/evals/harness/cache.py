@@ -46,6 +46,7 @@ class Manifest:
     samples: list[SampleSpec] = field(default_factory=list)
     head_file: Path | None = None
     target_dir: Path | None = None
+    built_by: str | None = None  # the ``built_by.tool`` that wrote it (cache build), if it says
 
 
 def read_manifest(cache_dir: Path) -> Manifest:
@@ -108,7 +109,17 @@ def read_manifest(cache_dir: Path) -> Manifest:
             continue
         samples.append(SampleSpec(name=entry["name"], path=cache_dir / entry["file"]))
     p.raise_if_any(f"cache: {path} is not a valid {CACHE_FORMAT} manifest:")
-    return Manifest(cache_dir, hidden, tuple(ids), samples, head_file, target_dir)
+    built = raw.get("built_by")
+    tool = built.get("tool") if isinstance(built, dict) else None
+    return Manifest(
+        cache_dir,
+        hidden,
+        tuple(ids),
+        samples,
+        head_file,
+        target_dir,
+        tool if isinstance(tool, str) else None,
+    )
 
 
 class TargetHead:

@@ -95,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-anchors",
         type=_positive,
         default=None,
-        help="score an evenly spaced subset of at most N anchors",
+        help="score an evenly spaced subset of at most N anchors for the all-anchor means; the "
+        "greedy decoding walks (tau_greedy) still cover every sample, scoring the anchors their "
+        "paths visit",
     )
     p.add_argument(
         "--target",

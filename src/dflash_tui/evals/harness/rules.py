@@ -69,6 +69,8 @@ class DrafterConfig:
     final_logit_softcapping: float | None = None
     causal: bool | None = None  # the config's own causality (is_causal / dflash_config.causal)
     causal_key: str | None = None  # the key it came from
+    # sliding_attention layers that attend as full_attention ones: use_sliding_window is false
+    windowless_layers: int = 0
 
     @property
     def n_feature_layers(self) -> int:
@@ -160,6 +162,15 @@ def parse_config(raw: dict[str, Any], source: str) -> DrafterConfig:
         types = [FULL] * layers
     elif len(types) != layers:
         p.add(f"layer_types: {len(types)} entries for num_hidden_layers {layers}")
+    use_window = _lookup(raw, "use_sliding_window")
+    if use_window is not None and not isinstance(use_window, bool):
+        p.add(f"use_sliding_window: expected true or false, found {use_window!r}")
+    windowless = 0
+    if use_window is False and SLIDING in types:
+        # transformers' Qwen3Config keeps sliding_window only when use_sliding_window is
+        # true, so z-lab's model runs these layers with full attention (DESIGN §4.4)
+        windowless = types.count(SLIDING)
+        types = [FULL] * len(types)
     window = _lookup(raw, "sliding_window")
     if SLIDING in types and (not isinstance(window, int) or isinstance(window, bool) or window < 1):
         p.add(f"sliding_window: sliding_attention layers need a positive integer, found {window!r}")
@@ -204,6 +215,7 @@ def parse_config(raw: dict[str, Any], source: str) -> DrafterConfig:
         final_logit_softcapping=_float(raw, "final_logit_softcapping", p, None),
         causal=causal,
         causal_key=causal_key,
+        windowless_layers=windowless,
     )
     p.raise_if_any(
         f"drafter config {source} is not a usable DFlash drafter config:",

@@ -8,6 +8,8 @@ A CUDA out-of-memory halves the batch and retries the same anchors.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -24,6 +26,14 @@ from .compat import check_compatibility
 from .drafter import SLIDING, DrafterConfig, DrafterFiles
 from .errors import InputError, Problems, RunFailure
 from .foreign import ForeignCache, detect_layout
+from .greedy import (
+    CACHE_LABELS,
+    CACHEBUILD_TOOL,
+    TARGET_GREEDY,
+    TOP1,
+    GreedyWalks,
+    greedy_metrics,
+)
 from .metrics import Totals, ddtree_matches, label_ranks, streak, top_log_probs
 from .model import ContextKV, DrafterModel, block_logits
 
@@ -68,7 +78,11 @@ class Anchor:
 
 @dataclass
 class Batch:
-    """Per-anchor results of one forward, on the CPU."""
+    """Per-anchor results of one forward, on the CPU.
+
+    ``ranks`` has one entry per label that exists: B-1, or fewer for an anchor
+    near the end of its sample that only the greedy walk scores (greedy.py).
+    """
 
     ranks: list[list[int]] = field(default_factory=list)
     top_lp: list[list[list[float]]] = field(default_factory=list)
@@ -143,10 +157,15 @@ def find_anchors(
             continue
         for a in torch.nonzero(s.loss_mask[: last + 1] != 0).flatten().tolist():
             anchors.append(Anchor(si, a))
-    if max_anchors is not None and len(anchors) > max_anchors:
-        n = len(anchors)
-        anchors = [anchors[i * n // max_anchors] for i in range(max_anchors)]
-    return anchors
+    return even_subset(anchors, max_anchors)
+
+
+def even_subset(anchors: list[Anchor], max_anchors: int | None) -> list[Anchor]:
+    """At most ``max_anchors`` of ``anchors``, at indices ``floor(i * n / max_anchors)``."""
+    if max_anchors is None or len(anchors) <= max_anchors:
+        return anchors
+    n = len(anchors)
+    return [anchors[i * n // max_anchors] for i in range(max_anchors)]
 
 
 def _oom_errors() -> tuple[type[BaseException], ...]:
@@ -187,6 +206,7 @@ class Runner:
         self.device = model.device
         self._contexts: dict[int, ContextKV] = {}
         self._ctx_rows = dict.fromkeys(range(len(samples)), 0)
+        self.fitted_batch: int | None = None  # the batch size an out-of-memory halved to
 
     @classmethod
     def from_inputs(
@@ -242,13 +262,20 @@ class Runner:
         anchors = torch.tensor([a.position for a in batch], dtype=torch.long)
         which = torch.tensor([slot[a.sample] for a in batch], dtype=torch.long)
         tokens = torch.stack([t[a.position] for t, a in zip(ids, batch, strict=True)])  # type: ignore[index]
-        labels = torch.stack(
-            [t[a.position + 1 : a.position + b] for t, a in zip(ids, batch, strict=True)]  # type: ignore[index]
-        ).to(self.model.device)
+        rows = [t[a.position + 1 : a.position + b] for t, a in zip(ids, batch, strict=True)]  # type: ignore[index]
+        # near a sample's end (greedy walk only) fewer labels exist: pad, the ranks are cut
+        pad = torch.zeros(b - 1, dtype=torch.long)
+        labels = torch.stack([torch.cat([r, pad[: b - 1 - r.numel()]]) for r in rows])
+        labels = labels.to(self.model.device)
         x = self.model.embed_block(self.embed, tokens)
         hidden = self.model.block_hidden(contexts, which, anchors, x)
         with torch.inference_mode():
             return block_logits(self.cfg, hidden, self.lm_head), labels
+
+    def label_count(self, anchor: Anchor) -> int:
+        """Labels that exist for an anchor: B-1, fewer near the end of its sample."""
+        spec = self.samples[anchor.sample]
+        return min(self.cfg.block_size - 1, spec.length - 1 - anchor.position)
 
     def score(self, batch: list[Anchor]) -> Batch:
         """Forward one batch and reduce its logits to label ranks and top log-probs."""
@@ -264,6 +291,7 @@ class Runner:
                 )
             ranks = label_ranks(logits, labels).cpu().tolist()
             top_lp = top.cpu().tolist()
+        ranks = [r[: self.label_count(a)] for r, a in zip(ranks, batch, strict=True)]
         return Batch(ranks, top_lp)
 
 
@@ -288,7 +316,7 @@ def score_anchors(
     suite = Totals(positions, topk, budgets)
     names = list(dict.fromkeys(s.name for s in runner.samples))
     tasks = {name: Totals(positions, topk, budgets) for name in names}
-    total, done, batch_size = len(anchors), 0, max(1, batch_anchors)
+    total, done, batch_size = len(anchors), 0, _batch_size(runner, batch_anchors)
     emit(
         {
             "event": "start",
@@ -302,21 +330,8 @@ def score_anchors(
     while done < total:
         chunk = anchors[done : done + batch_size]
         runner.release_before(chunk[0].sample)
-        try:
-            result = runner.score(chunk)
-        except Exception as exc:
-            if not is_oom(exc):
-                raise
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            if batch_size == 1:
-                raise RunFailure(
-                    f"out of memory on {device} even with one anchor per batch "
-                    f"(sample {runner.samples[chunk[0].sample].name!r}, context {chunk[0].position} tokens)",
-                    hint="free the GPU (another job may hold it), use a larger GPU, or --device cpu",
-                ) from None
-            batch_size = max(1, batch_size // 2)
-            emit({"event": "retry", "reason": "out_of_memory", "batch_anchors": batch_size})
+        result, batch_size = _score_or_halve(runner, chunk, batch_size, emit)
+        if result is None:
             continue
         for anchor, ranks, top_lp in zip(chunk, result.ranks, result.top_lp, strict=True):
             tree = ddtree_matches(top_lp, ranks, budgets)
@@ -329,10 +344,99 @@ def score_anchors(
     return suite, tasks
 
 
+def _score_or_halve(
+    runner: Runner, chunk: list[Anchor], batch_size: int, emit: Emit
+) -> tuple[Batch | None, int]:
+    """Score ``chunk``; on out-of-memory, (None, half the batch size) to retry with.
+
+    RunFailure when even one anchor does not fit.
+    """
+    try:
+        return runner.score(chunk), batch_size
+    except Exception as exc:
+        if not is_oom(exc):
+            raise
+    device = runner.device
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    if batch_size == 1:
+        raise RunFailure(
+            f"out of memory on {device} even with one anchor per batch "
+            f"(sample {runner.samples[chunk[0].sample].name!r}, context {chunk[0].position} tokens)",
+            hint="free the GPU (another job may hold it), use a larger GPU, or --device cpu",
+        ) from None
+    batch_size = runner.fitted_batch = max(1, batch_size // 2)
+    emit({"event": "retry", "reason": "out_of_memory", "batch_anchors": batch_size})
+    return None, batch_size
+
+
+def _batch_size(runner: Runner, batch_anchors: int) -> int:
+    """``batch_anchors``, or less when an out-of-memory already halved it on this runner."""
+    return max(1, min(batch_anchors, runner.fitted_batch or batch_anchors))
+
+
+Scored = tuple[list[int], dict[int, int]]  # an anchor's label ranks and DDTree matches
+
+
+def finish_walks(
+    runner: Runner,
+    walks: GreedyWalks,
+    budgets: tuple[int, ...],
+    batch_anchors: int,
+    emit: Emit,
+    scored: dict[int, dict[int, Scored]] | None = None,
+    on_anchor: Callable[[Anchor, list[int], dict[int, int]], None] | None = None,
+) -> int:
+    """Score the anchors the greedy walks still wait for, round by round, until every walk
+    is done; returns how many anchors were scored here.
+
+    A walk's next anchor depends on its last block, so each round scores the
+    anchors the unfinished walks wait for (the first ``batch_anchors`` of them,
+    sample by sample, so few contexts are held at once). ``scored`` (sample ->
+    position -> ranks and DDTree matches) holds anchors already scored, the
+    ``--max-anchors`` subset; anchors scored here join it, so a walk that reaches
+    an anchor another walk drafted from uses it, and none is scored twice. A
+    sample's entries go once its walks are done. Emits ``progress`` with
+    ``"phase": "greedy"``, counting the positions the walks covered here out of
+    those they had left.
+    """
+    scored = scored if scored is not None else {}
+    start = walks.covered
+    wanted = {s for s, _ in walks.pending()}
+    runner.plan([Anchor(s, runner.samples[s].length - 1) for s in sorted(wanted)])
+    batch_size, count = _batch_size(runner, batch_anchors), 0
+    while not walks.done:
+        chunk = walks.pending(batch_size)
+        for sample in [s for s in scored if s < chunk[0][0]]:  # its walks are done
+            del scored[sample]
+        hits = [(s, a) for s, a in chunk if a in scored.get(s, {})]
+        for sample, position in hits:
+            walks.feed(sample, position, *scored[sample][position])
+        if hits:
+            continue
+        anchors = [Anchor(s, a) for s, a in chunk]
+        runner.release_before(anchors[0].sample)
+        result, batch_size = _score_or_halve(runner, anchors, batch_size, emit)
+        if result is None:
+            continue
+        for anchor, ranks, top_lp in zip(anchors, result.ranks, result.top_lp, strict=True):
+            tree = ddtree_matches(top_lp, ranks, budgets)
+            scored.setdefault(anchor.sample, {})[anchor.position] = (ranks, tree)
+            walks.feed(anchor.sample, anchor.position, ranks, tree)
+            if on_anchor is not None:
+                on_anchor(anchor, ranks, tree)
+        count += len(anchors)
+        done, total = walks.covered - start, walks.total - start
+        emit({"event": "progress", "phase": "greedy", "done": done, "total": total})
+    runner.release_before(len(runner.samples))
+    return count
+
+
 def attention_of(cfg: DrafterConfig, sliding: str | None) -> Attention:
     """The run's attention semantics: the drafter config's own, else ``sliding``, else the default."""
     layers = sum(t == SLIDING for t in cfg.layer_types)
-    return resolve_attention(cfg.causal, cfg.causal_key, sliding, layers)
+    attention = resolve_attention(cfg.causal, cfg.causal_key, sliding, layers)
+    return dataclasses.replace(attention, windowless_layers=cfg.windowless_layers)
 
 
 class PerAnchorWriter:
@@ -341,8 +445,11 @@ class PerAnchorWriter:
     ``{"sample": i, "name": ..., "file": ..., "anchor": a, "ranks": [...],
     "streak_top1": s, ..., "ddtree_b8": d}``: ``i`` indexes the manifest's
     samples, ``a`` is the anchor's position in that sample, ``ranks`` the label
-    ranks of positions 1..B-1 (0 = argmax). Written to ``FILE.part`` and renamed
-    once every anchor is in, like the results file.
+    ranks of positions 1..B-1 (0 = argmax). Anchors scored only for the greedy
+    walks (greedy.py; not in the all-anchor means) say ``"walk_only": true``;
+    near a sample's end their ``ranks`` cover only the labels that exist.
+    Written to ``FILE.part`` and renamed once every anchor is in, like the
+    results file.
     """
 
     def __init__(self, path: Path, samples: list[SampleSpec], topk: tuple[int, ...]):
@@ -360,7 +467,9 @@ class PerAnchorWriter:
             ) from None
         return self
 
-    def write(self, anchor: Anchor, ranks: list[int], tree: dict[int, int]) -> None:
+    def write(
+        self, anchor: Anchor, ranks: list[int], tree: dict[int, int], walk_only: bool = False
+    ) -> None:
         spec = self.samples[anchor.sample]
         row: dict[str, Any] = {
             "sample": anchor.sample,
@@ -371,6 +480,8 @@ class PerAnchorWriter:
         }
         row.update({f"streak_top{k}": streak(ranks, k) for k in self.topk})
         row.update({f"ddtree_b{b}": n for b, n in sorted(tree.items())})
+        if walk_only:
+            row["walk_only"] = True
         self.file.write(json.dumps(row) + "\n")
 
     def __exit__(self, kind: object, *_: object) -> None:
@@ -392,7 +503,8 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
     started = time.perf_counter()
     inputs = open_inputs(opts.drafter, opts.cache, opts.target, opts.cache_layer_ids)
     cfg = inputs.drafter.config
-    anchors = find_anchors(inputs.samples, cfg.block_size, opts.max_anchors)
+    every = find_anchors(inputs.samples, cfg.block_size, None)
+    anchors = even_subset(every, opts.max_anchors)
     if not anchors:
         raise InputError(
             f"cache {inputs.manifest.dir}: no anchors (need loss_mask == 1 at a position a with "
@@ -411,18 +523,57 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
     if note:
         emit({"event": "note", "message": note})
     runner = Runner.from_inputs(inputs, device, dtype, width, attention)
-    if opts.per_anchor is None:
-        suite, tasks = score_anchors(runner, anchors, topk, budgets, opts.batch_anchors, emit)
-    else:
-        with PerAnchorWriter(opts.per_anchor, inputs.samples, topk) as writer:
-            suite, tasks = score_anchors(
-                runner, anchors, topk, budgets, opts.batch_anchors, emit, writer.write
-            )
+    walks = GreedyWalks([s.loss_mask for s in inputs.samples], budgets)  # type: ignore[misc]
+    # Every anchor scored: the walks advance as the anchors they wait for go by. A subset:
+    # its anchors are kept for the walks, which score the rest of their paths afterwards.
+    subset = len(anchors) < len(every)
+    scored: dict[int, dict[int, Scored]] = {}
+    with contextlib.ExitStack() as stack:
+        writer = (
+            stack.enter_context(PerAnchorWriter(opts.per_anchor, inputs.samples, topk))
+            if opts.per_anchor is not None
+            else None
+        )
 
-    metrics = suite.summary()
+        def on_anchor(anchor: Anchor, ranks: list[int], tree: dict[int, int]) -> None:
+            if subset:
+                scored.setdefault(anchor.sample, {})[anchor.position] = (ranks, tree)
+            else:
+                walks.feed(anchor.sample, anchor.position, ranks, tree)
+            if writer is not None:
+                writer.write(anchor, ranks, tree)
+
+        def on_walk(anchor: Anchor, ranks: list[int], tree: dict[int, int]) -> None:
+            if writer is not None:
+                writer.write(anchor, ranks, tree, walk_only=True)
+
+        suite, tasks = score_anchors(
+            runner, anchors, topk, budgets, opts.batch_anchors, emit, on_anchor
+        )
+        walk_only = finish_walks(runner, walks, budgets, opts.batch_anchors, emit, scored, on_walk)
+
+    metrics = {**suite.summary(), **greedy_metrics(walks.totals())}
     task_out = {}
     for name, t in tasks.items():
-        task_out[name] = {"n_anchors": t.n_anchors, **t.summary()}
+        mine = [i for i, s in enumerate(inputs.samples) if s.name == name]
+        greedy = walks.totals(mine)
+        task_out[name] = {
+            "n_anchors": t.n_anchors,
+            "n_blocks": greedy.blocks[TOP1],
+            "n_generated": greedy.generated,
+            **t.summary(),
+            **greedy_metrics(greedy),
+        }
+    totals = walks.totals()
+    built = inputs.manifest.built_by == CACHEBUILD_TOOL
+    greedy_record = {
+        "labels": TARGET_GREEDY if built else CACHE_LABELS,
+        "n_runs": walks.runs,
+        "n_blocks": totals.blocks[TOP1],
+        "n_generated": totals.generated,
+        "ddtree_blocks": {f"b{b}": totals.blocks[b] for b in budgets},
+        "walk_only_anchors": walk_only,
+    }
     return {
         "schema": SCHEMA,
         "suite": opts.suite or Path(opts.cache).resolve().name,
@@ -437,5 +588,6 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
         "device": str(device),
         "elapsed_s": round(time.perf_counter() - started, 3),
         "metrics": metrics,
+        "greedy": greedy_record,
         "tasks": task_out,
     }
