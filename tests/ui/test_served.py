@@ -10,17 +10,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prometheus_client.exposition import generate_latest
 from textual.widgets import Static
 
+from dflash_tui.config import parse_metrics_url
 from dflash_tui.monitor.history import History, LazySeries, Trend
 from dflash_tui.monitor.lines import clean_line, split_lines
 from dflash_tui.monitor.metrics import MetricParser
+from dflash_tui.monitor.served_metrics import EndpointReader, metrics_series
 from dflash_tui.monitor.views import AcceptanceDropped, LogLine
 from dflash_tui.session import AlertRaised, ConsoleSession
 from dflash_tui.tau import estimate_tau
 from dflash_tui.ui.panes.plots import ChartView, PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable
 from dflash_tui.ui.screens.detail import detail_text
+from tests.monitor.metrics_server import VllmRegistry
 from tests.ui.fixture_session import NOW, FixtureSession, fixture_config
 
 VLLM_LOG = Path(__file__).parents[1] / "monitor" / "fieldlogs" / "vllm_server.log"
@@ -119,3 +123,65 @@ def test_acceptance_drop_rings_an_alert() -> None:
             "vllm-serve: served acceptance length 1.98, well below its recent 3.50",
         )
     ]
+
+
+def metrics_session() -> FixtureSession:
+    """`wide-lr` as a vLLM server whose /metrics answers: three reads of a real
+    prometheus_client registry with vLLM's names, diffed as the monitor does."""
+    endpoint, problem = parse_metrics_url("http://127.0.0.1:8000/metrics")
+    assert endpoint is not None and problem is None
+    reader = EndpointReader(endpoint)
+    vllm = VllmRegistry(k=4)
+    for at, accepted in ((0.0, [4, 2]), (10.0, [4, 3, 3, 2]), (20.0, [2, 1, 0, 1])):
+        vllm.draft(accepted)
+        reader.read(generate_latest(vllm.registry).decode(), at)
+    session = served_session()
+    session.set_run(
+        "wide-lr",
+        acceptance=reader.served.view(),
+        series=metrics_series(reader.served),
+        served_metrics=reader.status(),
+        tokens_per_s=reader.served.rates[-1],
+    )
+    return session
+
+
+async def test_plots_say_the_served_charts_come_from_metrics(make_app) -> None:
+    session = metrics_session()
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        plots = app.screen.query_one(PlotsPane)
+        plots.update_series("wide-lr", session.run("wide-lr").series)
+        plots._last_draw -= 10
+        plots.redraw()
+        await pilot.pause()
+        captions = {
+            view.id: (view.display, str(view.query_one(".caption", Static).render()))
+            for view in plots.query(ChartView)
+        }
+        assert captions["chart-acc"][0] is False
+        assert captions["chart-loss"] == (True, "served accept len /metrics  2.00  ema 3.64")
+        assert captions["chart-tok"] == (True, "served tok/s /metrics  0.8")
+        table = app.screen.query_one(RunsTable)
+        assert table.cell_text(1, "tau").startswith("2.00=")
+
+
+def test_detail_screen_names_the_endpoint_or_why_it_is_not_used() -> None:
+    session = metrics_session()
+    text = detail_text(session.run("wide-lr"), NOW).plain
+    assert "Served     acceptance length last 2.00" in text
+    assert "draft tokens accepted 0.250" in text
+    assert "from http://127.0.0.1:8000/metrics (vllm, last window 10s, 4 drafts)" in text
+    assert "rate per position" in text and "0.750" in text  # position 1: 3 of 4 drafts
+
+    metrics = session.run("wide-lr").served_metrics
+    failed = type(metrics)(**{**metrics.__dict__, "ok": False, "error": "nothing answers"})
+    log_view = served_session().run("wide-lr")
+    down = session.set_run("wide-lr", acceptance=log_view.acceptance, served_metrics=failed)
+    text = detail_text(down, NOW).plain
+    assert (
+        "Metrics    http://127.0.0.1:8000/metrics: nothing answers; the log's lines stand" in text
+    )
+    assert "from the server's log lines" not in text
+    assert "from the server's log lines" in detail_text(log_view, NOW).plain

@@ -19,7 +19,9 @@ side by side (compact) each has its own.
 
 A serving log's run (DESIGN §4.12) has no steps: its charts are the acceptance
 length per report (raw and EMA) and the tokens/s the server generated, against
-the report number; the acc chart is hidden.
+the report number; the acc chart is hidden. While the run's `metrics` endpoint
+answers, the reports are its windows (`series.source == "metrics"`) and the
+titles say `/metrics`; otherwise they are the log's lines.
 """
 
 from __future__ import annotations
@@ -65,11 +67,18 @@ SERVED_CHARTS = (
     Chart("loss", "served accept len", "accept_len", "accept_len_ema", digits=2),
     Chart("tok", "served tok/s", "tok_s", None, 1.0, 1),
 )
+METRICS_CHARTS = (
+    Chart("loss", "served accept len /metrics", "accept_len", "accept_len_ema", digits=2),
+    Chart("tok", "served tok/s /metrics", "tok_s", None, 1.0, 1),
+)
 
 
 def charts_for(series: HistorySeries | None) -> tuple[Chart, ...]:
-    """The charts a series is drawn in: a serving log's, or a trainer's."""
-    return SERVED_CHARTS if series is not None and series.served else CHARTS
+    """The charts a series is drawn in: a server's (from its /metrics or its log), or a
+    trainer's."""
+    if series is None or not series.served:
+        return CHARTS
+    return METRICS_CHARTS if series.source == "metrics" else SERVED_CHARTS
 
 
 def thin(steps: tuple[int, ...], values: tuple[float, ...], limit: int) -> tuple[list, list]:

@@ -67,12 +67,15 @@ def detail_text(view: RunView, now: float) -> Text:
             f"slope {'-' if slope is None else f'{slope:+.3f} per 100 reports'}  "
             f"recent level {level} ({served.reports} reports)\n"
         )
+        if served.accept_rate is not None:
+            out.append(f"{'':<11}draft tokens accepted {served.accept_rate:.3f}\n")
         if served.dropped:
             out.append(f"{'':<11}well below its recent level\n", "bold")
         if served.per_position:
             out.append("\nServed acceptance rate per position\n")
             for i, rate in enumerate(served.per_position, start=1):
                 out.append(f"  {i:>2} {fmt.bar(rate, 30)} {rate:.3f}\n")
+    _served_source(out, view)
     if view.eval_loss is not None or view.eval_acc is not None:
         out.append(
             f"{'Eval':<11}loss {fmt.number(view.eval_loss)}  acc {fmt.number(view.eval_acc)}"
@@ -99,6 +102,32 @@ def detail_text(view: RunView, now: float) -> Text:
         out.append(f"{'':<11}{view.tail_error}\n", "bold")
     _line_counts(out, view)
     return out
+
+
+def _served_source(out: Text, view: RunView) -> None:
+    """Where a server's numbers come from: its /metrics while that answers, else its log."""
+    metrics = view.served_metrics
+    if metrics is None:
+        if view.acceptance is not None:
+            out.append(f"{'':<11}from the server's log lines\n", "dim")
+        return
+    if view.acceptance is not None and view.acceptance.source == "metrics":
+        last = metrics.last
+        window = "-"
+        if last is not None:
+            window = (
+                "since the server started"
+                if last.window_s is None
+                else (f"last window {fmt.duration(last.window_s)}")
+            )
+            if last.drafts is not None:
+                window += f", {last.drafts:g} drafts"
+        restarts = f", {metrics.resets} restarts seen" if metrics.resets else ""
+        out.append(f"{'':<11}from {metrics.url} ({metrics.kind}, {window}{restarts})\n", "dim")
+        return
+    why = metrics.error or "no drafts counted there yet"
+    shown = "the log's lines stand" if view.acceptance is not None else "nothing to show"
+    out.append(f"{'Metrics':<11}{metrics.url}: {why}; {shown}\n", "bold" if metrics.error else "")
 
 
 def _line_counts(out: Text, view: RunView) -> None:
