@@ -108,6 +108,8 @@ def test_a_page_without_spec_decode_metrics_says_what_it_looked_for() -> None:
         parse_scrape(text)
     with pytest.raises(ValueError):
         parse_scrape("<html>not metrics</html>\n")
+    with pytest.raises(NotSpecMetrics):  # a NaN is no count to diff
+        parse_scrape("vllm:spec_decode_num_drafts_total NaN\n")
 
 
 # --------------------------------------------------------------------------- through sshd

@@ -92,14 +92,15 @@ def parse_scrape(text: str) -> Scrape:
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name = sample.name
+            if math.isnan(sample.value):
+                continue  # not a number to diff or average
             if name in _COUNTERS:
                 counters[(name, tuple(sorted(sample.labels.items())))] = sample.value
             elif name.endswith("_created") and name[: -len("_created")] + "_total" in _COUNTERS:
                 key = (name[: -len("_created")] + "_total", tuple(sorted(sample.labels.items())))
                 created[key] = sample.value
             elif name in _GAUGES:
-                if not math.isnan(sample.value):
-                    gauges[name].append(sample.value)
+                gauges[name].append(sample.value)
             elif name == PROCESS_START:
                 started = sample.value
     if any(name == VLLM_DRAFTS for name, _ in counters):
