@@ -178,9 +178,6 @@ class SlurmOutputError(ValueError):
     """A Slurm command printed something this module cannot read."""
 
 
-_JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
-
-
 def parse_sbatch(stdout: str) -> Submission:
     """The job id from `sbatch --parsable` (the last non-empty line; sbatch may warn first)."""
     lines = [line.strip() for line in stdout.splitlines() if line.strip()]

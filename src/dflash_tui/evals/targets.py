@@ -101,10 +101,6 @@ def suite_config(config: Config, name: str) -> SuiteConfig:
     raise TargetError(f"no suite {name!r} in {config.path}{guess} (suites: {known})")
 
 
-def baseline_names(config: Config) -> list[str]:
-    return [c.name for c in config.checkpoints if c.baseline]
-
-
 # Lists the directories a run's `checkpoints` glob matches (relative globs are
 # relative to the login directory, as every remote path in the config).
 _GLOB_SCRIPT = r"""IFS='

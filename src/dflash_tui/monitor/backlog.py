@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import binascii
-import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -357,11 +356,3 @@ class _Loader:
         if self.buf and self.stage in ("gzip", "plain"):
             self._lines(bytes(self.buf).split(b"\n"))
             self.buf.clear()
-
-
-def expected_points(step_lines: int, recent: int, older: int) -> int:
-    """How many step lines a backlog of `step_lines` sends (for tests and the bench)."""
-    if step_lines <= recent + older:
-        return step_lines
-    k = math.ceil((step_lines - recent) / older)
-    return recent + math.ceil((step_lines - recent) / k)

@@ -14,11 +14,6 @@ from typing import Any
 
 from dflash_tui.units import MiB, size_pair
 
-NVIDIA_SMI_ARGS = (
-    "--query-gpu=index,name,utilization.gpu,memory.used,memory.total",
-    "--format=csv,noheader,nounits",
-)
-
 
 @dataclass(frozen=True)
 class GpuInfo:

@@ -510,19 +510,6 @@ class HostPool:
                 ) from None
         raise AssertionError("unreachable")
 
-    @contextlib.asynccontextmanager
-    async def sftp(self, name: str) -> AsyncIterator[asyncssh.SFTPClient]:
-        """An SFTP client on `name` (holds one channel slot)."""
-        async with self._slot(name) as conn:
-            try:
-                client = await conn.start_sftp_client()
-            except (OSError, asyncssh.Error) as exc:
-                raise HostUnreachable(name, f"SFTP unavailable: {exc}") from None
-            try:
-                yield client
-            finally:
-                client.exit()
-
     async def server_host_key(self, name: str) -> asyncssh.SSHKey:
         """The key `name` presents, fetched without trusting it (for `dflash-tui trust`)."""
         host = self.host(name)
@@ -574,11 +561,6 @@ class HostPool:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    def drop_connections(self, name: str) -> None:
-        """Abort every connection to `name` (tests and 'reconnect now')."""
-        for c in self._state(name).conns:
-            c.conn.abort()
 
     async def close(self) -> None:
         """Close every connection (jump hosts last), after pending group kills had their go."""

@@ -29,13 +29,6 @@ class JobsChanged(Message):
         return isinstance(message, JobsChanged)
 
 
-class LeaderboardChanged(Message):
-    """Results were collected or a baseline was marked."""
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, LeaderboardChanged)
-
-
 class AlertPosted(Message):
     """Something went bad and must be shown (and maybe rung)."""
 

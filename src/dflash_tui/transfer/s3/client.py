@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import posixpath
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -345,7 +344,3 @@ def _read(body: Any, n: int, digest: Any) -> bytes:
     if digest is not None and chunk:
         digest.update(chunk)
     return chunk
-
-
-def join_key(*parts: str) -> str:
-    return posixpath.join(*[p for p in parts if p]) if any(parts) else ""
