@@ -200,3 +200,28 @@ async def test_sweep_is_one_array_job_and_fills_the_progress_series(bed: Bed) ->
 
     doc = json.loads(listed.stdout)
     assert [p["step"] for p in doc["metrics"]["tau_top1"]["points"]] == [100, 200, 300]
+
+
+async def test_a_job_is_prepared_for_the_program_its_spec_names(bed: Bed) -> None:
+    """The batch job runs LaunchSpec.program with its own results flag and file (a cache
+    build: cachebuild, --summary cache_build.json), not always the harness."""
+    import time
+
+    from dflash_tui.config import SlurmConfig
+    from dflash_tui.evals.backends import LaunchSpec
+
+    sha = "0" * 64
+    installed = bed.home / ".cache/dflash-tui/cachebuild" / sha
+    installed.mkdir(parents=True)
+    (installed / "MANIFEST").write_text("")
+    spec = LaunchSpec(
+        job_id="20261203-000000-beef", host="gpu", python="python3", harness_sha=sha,
+        harness_args=("--target", "t"), gpu=None, submitted_at=time.time(),
+        program="cachebuild", results_flag="--summary", results_file="cache_build.json",
+    )  # fmt: skip
+    backend = bed.manager.backends["slurm"]
+    job_dir, _, command = await backend._prepare(spec, SlurmConfig())  # type: ignore[attr-defined]
+    argv = (Path(job_dir) / "argv").read_text().splitlines()
+    assert argv == ["python3", str(installed), "--summary", f"{job_dir}/cache_build.json",
+                    "--target", "t"]  # fmt: skip
+    assert f"cachebuild/{sha} --summary" in command and "cache_build.json" in command

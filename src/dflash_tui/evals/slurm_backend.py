@@ -26,11 +26,9 @@ from collections.abc import Sequence
 
 from dflash_tui.config import SlurmConfig
 from dflash_tui.evals.backends import (
-    HARNESS_DIR,
     JOBS_DIR,
     POLL_SCRIPT,
     PROGRESS_SCAN_BYTES,
-    RESULTS_FILE,
     Launched,
     LaunchSpec,
     RemoteStatus,
@@ -56,19 +54,21 @@ from dflash_tui.remote.pool import HostPool
 ID_PREFIX = "slurm:"
 PREPARE_CONCURRENCY = 4
 
-# Creates the job directory, writes job.json and argv (stdin: the harness
+# Creates the job directory, writes job.json and argv (stdin: the program's
 # arguments, one per line), installs the batch script, and prints both
-# absolute paths. $1 job id, $2 job.json, $3 python, $4 harness sha256,
-# $5 batch script path under $HOME, $6 batch script text.
-PREPARE_SCRIPT = r"""id=$1 json=$2 py=$3 sha=$4 rel=$5 text=$6
+# absolute paths. $1 job id, $2 job.json, $3 python, $4 program sha256,
+# $5 batch script path under $HOME, $6 batch script text, $7 program (the folder
+# under ~/.cache/dflash-tui: harness or cachebuild), $8 its results flag, $9 its
+# results file name.
+PREPARE_SCRIPT = r"""id=$1 json=$2 py=$3 sha=$4 rel=$5 text=$6 program=$7 flag=$8 results=$9
 base="$HOME/.cache/dflash-tui"
-h="$base/harness/$sha"
+h="$base/$program/$sha"
 d="$base/jobs/$id"
 s="$HOME/$rel"
-[ -f "$h/MANIFEST" ] || { echo "E the eval harness $sha is not installed on this host"; exit 3; }
+[ -f "$h/MANIFEST" ] || { echo "E the $program $sha is not installed on this host"; exit 3; }
 mkdir -p "$base/jobs" && mkdir "$d" || { echo "E cannot create the job directory $d"; exit 3; }
 printf '%s\n' "$json" > "$d/job.json"
-{ printf '%s\n' "$py" "$h" --out "$d/eval_results.json"; cat; } > "$d/argv" || {
+{ printf '%s\n' "$py" "$h" "$flag" "$d/$results"; cat; } > "$d/argv" || {
     echo "E cannot write $d/argv"; exit 3; }
 if [ ! -f "$s" ]; then
     mkdir -p "$(dirname -- "$s")" && printf '%s' "$text" > "$s.$$.part" && chmod 755 "$s.$$.part" \
@@ -92,13 +92,13 @@ def slurm_id(job: Job) -> str | None:
 
 
 def shown_command(spec: LaunchSpec, settings: SlurmConfig) -> str:
-    """The harness command as people see it, behind the sbatch options."""
+    """The program's command as people see it, behind the sbatch options."""
     head = sbatch_argv(settings, f"~/{script_path()}", [f"~/{JOBS_DIR}/{spec.job_id}"])
     argv = (
         spec.python,
-        f"~/{HARNESS_DIR}/{spec.harness_sha}",
-        "--out",
-        f"~/{JOBS_DIR}/{spec.job_id}/{RESULTS_FILE}",
+        f"~/.cache/dflash-tui/{spec.program}/{spec.harness_sha}",
+        spec.results_flag,
+        f"~/{JOBS_DIR}/{spec.job_id}/{spec.results_file}",
         *spec.harness_args,
     )
     # `~/` words as "$HOME"/...: each half runs as shown in a shell on the host.
@@ -268,6 +268,9 @@ class SlurmBackend:
             spec.harness_sha,
             script_path(),
             BATCH_SCRIPT,
+            spec.program,
+            spec.results_flag,
+            spec.results_file,
         )
         result = await self.pool.run(
             spec.host, argv, input=words, timeout=self.timeout_s, check=False
