@@ -190,14 +190,14 @@ async def test_a_large_file_moves_in_pieces_at_once_and_survives_a_drop(
     monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16 * MIB)
     monkeypatch.setattr(engine, "SPLIT_PIECE_BYTES", 8 * MIB)
     started: list[int] = []
-    real_pieces = engine._Relay._pieces
+    real_pieces = engine.HostRelay._pieces
 
     def pieces(self, job):  # type: ignore[no-untyped-def]
         got = real_pieces(self, job)
         started.append(len(got))
         return got
 
-    monkeypatch.setattr(engine._Relay, "_pieces", pieces)
+    monkeypatch.setattr(engine.HostRelay, "_pieces", pieces)
     a, b = sshd_factory("a"), sshd_factory("b")
     config = write_config({"a": a, "b": b})
     sha = random_file(a.home / "big.bin", SIZE)

@@ -22,6 +22,7 @@ from pathlib import Path
 from dflash_tui.state import open_state
 from dflash_tui.transfer.completion import PathCompletion, complete_path
 from dflash_tui.transfer.direct import DirectCheck, check_direct
+from dflash_tui.transfer.dispatch import relay, resume_transfer
 from dflash_tui.transfer.endpoints import Endpoint, EndpointError, parse_endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import (
@@ -33,13 +34,7 @@ from dflash_tui.transfer.events import (
     TransferFinished,
     TransferStarted,
 )
-from dflash_tui.transfer.relay import (
-    FileResult,
-    RelayOptions,
-    TransferResult,
-    relay,
-    resume_transfer,
-)
+from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
 from dflash_tui.transfer.store import SCHEMA, TransferRecord, list_transfers
 
 

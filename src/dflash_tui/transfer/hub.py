@@ -232,7 +232,7 @@ async def fetch(
                 f"; a copy with the same name is at {alternative}: run again with --any to take it"
             )
         raise HubError(message, kind=kind, status=status, hint=hint, alternative=alternative)
-    from dflash_tui.transfer.relay import relay
+    from dflash_tui.transfer.dispatch import relay
 
     result = await relay(
         pool, state_conn, alternative, Endpoint(dst.host, final), on_event=on_event

@@ -21,13 +21,12 @@ import os
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dflash_tui.transfer import destination, trace
 from dflash_tui.transfer import direct as direct_mode
-from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
+from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import (
     EventSink,
@@ -49,13 +48,13 @@ from dflash_tui.transfer.plan import (
     resolve_destination,
     walk_source,
 )
+from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
 from dflash_tui.transfer.retry import retry_on_drop
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import LocalSide, Side, make_side
 from dflash_tui.transfer.store import TransferRecord, TransferStore
 from dflash_tui.transfer.streams import PartTooShort, Piece, PythonMissing, Rename, StreamWorker
 from dflash_tui.transfer.verify import (
-    DEFAULT_RANGE_BYTES,
     Range,
     parse_hash_line,
     sha256_local_file,
@@ -71,54 +70,6 @@ if TYPE_CHECKING:
 # pieces of at least SPLIT_PIECE_BYTES at once.
 SPLIT_MIN_BYTES = 256 << 20
 SPLIT_PIECE_BYTES = 128 << 20
-
-
-@dataclass(frozen=True)
-class RelayOptions:
-    """How to run a transfer; the defaults are what `dflash-tui relay` uses."""
-
-    force: bool = False
-    keep_local: str | None = None
-    direct: bool = False
-    retries: int = 5
-    streams: int = 4
-    range_bytes: int = DEFAULT_RANGE_BYTES
-    check_space: bool = True
-    backoff_base_s: float = 0.5
-    backoff_cap_s: float = 30.0
-    progress_interval_s: float = 0.1
-
-
-@dataclass(frozen=True)
-class FileResult:
-    """One file of a finished transfer, with both ends' sha256."""
-
-    path: str
-    dst: str
-    size: int
-    sha256_src: str
-    sha256_dst: str
-    skipped: bool
-
-
-@dataclass(frozen=True)
-class TransferResult:
-    """A finished, verified transfer; `bytes_sent` counts only what this run moved."""
-
-    transfer_id: str
-    src: str
-    dst: str
-    mode: str
-    files: list[FileResult]
-    bytes_total: int
-    bytes_sent: int
-    elapsed_s: float
-    resumed: bool
-    keep_local: str | None = None
-
-    @property
-    def rate_bps(self) -> float:
-        return self.bytes_sent / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
 @dataclass
@@ -156,7 +107,7 @@ def _noop(_event: TransferEvent) -> None:
     return None
 
 
-class _Relay:
+class HostRelay:
     def __init__(
         self,
         pool: HostPool,
@@ -891,89 +842,3 @@ async def _run_all(coros: list) -> None:  # type: ignore[type-arg]
                 raise exc
     finally:
         await cancel_and_wait(tasks)  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------------- public API
-
-
-def parse_endpoints(pool: HostPool, src: str, dst: str) -> tuple[Endpoint, Endpoint]:
-    """Both words of `relay SRC DST`; local paths made absolute (so a resume finds them)."""
-    hosts = list(pool.config.hosts)
-    return _absolute(parse_endpoint(src, hosts)), _absolute(parse_endpoint(dst, hosts))
-
-
-def _absolute(e: Endpoint) -> Endpoint:
-    if not e.is_local:
-        return e
-    trailing = "/" if e.path.endswith("/") and e.path != "/" else ""
-    return Endpoint(None, os.path.abspath(e.path) + trailing)
-
-
-async def relay(
-    pool: HostPool,
-    state_conn: sqlite3.Connection,
-    src: str | Endpoint,
-    dst: str | Endpoint,
-    *,
-    options: RelayOptions | None = None,
-    on_event: Callable[[TransferEvent], None] | None = None,
-) -> TransferResult:
-    """Copy `src` to `dst` (each `host:path` or a local path), verified end to end.
-
-    An unfinished transfer between the same endpoints is resumed. Raises
-    EndpointError for a bad word, TransferError when the transfer fails (its
-    `resumable` says whether a rerun continues; `transfer_id` names the row).
-    """
-    options = options or RelayOptions()
-    from dflash_tui.transfer import s3  # a store on either side (no boto3 import until used)
-
-    if s3.involves_store(pool, src, dst):
-        return await s3.store_relay(pool, state_conn, src, dst, options=options, on_event=on_event)
-    if isinstance(src, str) or isinstance(dst, str):
-        a, b = parse_endpoints(pool, str(src), str(dst))
-        src = a if isinstance(src, str) else src
-        dst = b if isinstance(dst, str) else dst
-    if options.keep_local:
-        options = replace(options, keep_local=_absolute(Endpoint(None, options.keep_local)).path)
-    record = TransferStore(state_conn).find_unfinished(str(src), str(dst))
-    if record is not None and record.state == "running":
-        raise TransferError(
-            f"transfer {record.id} ({record.src} -> {record.dst}) is already running "
-            f"in process {record.pid}",
-            kind="busy",
-        )
-    return await _Relay(pool, state_conn, src, dst, options, on_event, record).run()
-
-
-async def resume_transfer(
-    pool: HostPool,
-    state_conn: sqlite3.Connection,
-    transfer_id: str,
-    *,
-    options: RelayOptions | None = None,
-    on_event: Callable[[TransferEvent], None] | None = None,
-) -> TransferResult:
-    """Resume an unfinished transfer by id, sending only what is not at the destination yet."""
-    record = TransferStore(state_conn).get(transfer_id)
-    if record is None:
-        raise TransferError(f"no transfer {transfer_id!r} in the state database", kind="usage")
-    if not record.unfinished:
-        raise TransferError(
-            f"transfer {transfer_id} is {record.state}; nothing to resume", kind="usage"
-        )
-    if record.state == "running":
-        raise TransferError(
-            f"transfer {transfer_id} is already running in process {record.pid}", kind="busy"
-        )
-    from dflash_tui.transfer import s3
-
-    if record.mode == "store":
-        return await s3.store_relay(
-            pool, state_conn, record.src, record.dst, options=options or RelayOptions(),
-            on_event=on_event, record=record,
-        )  # fmt: skip
-    options = replace(
-        options or RelayOptions(), direct=record.mode == "direct", keep_local=record.keep_local
-    )
-    src, dst = parse_endpoints(pool, record.src, record.dst)
-    return await _Relay(pool, state_conn, src, dst, options, on_event, record).run()

@@ -15,7 +15,7 @@ from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import Retrying, TransferEvent
 
 if TYPE_CHECKING:
-    from dflash_tui.transfer.relay import RelayOptions
+    from dflash_tui.transfer.results import RelayOptions
 
 
 async def retry_on_drop(

@@ -24,7 +24,7 @@ from dflash_tui.transfer.s3.endpoint import (
 from dflash_tui.transfer.store import TransferRecord
 
 if TYPE_CHECKING:
-    from dflash_tui.transfer.relay import RelayOptions, TransferResult
+    from dflash_tui.transfer.results import RelayOptions, TransferResult
 
 
 def involves_store(pool: HostPool, src: object, dst: object) -> bool:

@@ -28,7 +28,7 @@ from dflash_tui.transfer.events import (
     TransferFinished,
     TransferStarted,
 )
-from dflash_tui.transfer.relay import FileResult, RelayOptions, TransferResult
+from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
 from dflash_tui.transfer.retry import retry_on_drop
 from dflash_tui.transfer.s3.client import S3Store
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint

@@ -1,0 +1,58 @@
+"""What a transfer is asked to do and what it reports, shared by the host relay and S3.
+
+Kept apart from both engines so each imports it and neither imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dflash_tui.transfer.verify import DEFAULT_RANGE_BYTES
+
+
+@dataclass(frozen=True)
+class RelayOptions:
+    """How to run a transfer; the defaults are what `dflash-tui relay` uses."""
+
+    force: bool = False
+    keep_local: str | None = None
+    direct: bool = False
+    retries: int = 5
+    streams: int = 4
+    range_bytes: int = DEFAULT_RANGE_BYTES
+    check_space: bool = True
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    progress_interval_s: float = 0.1
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One file of a finished transfer, with both ends' sha256."""
+
+    path: str
+    dst: str
+    size: int
+    sha256_src: str
+    sha256_dst: str
+    skipped: bool
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    """A finished, verified transfer; `bytes_sent` counts only what this run moved."""
+
+    transfer_id: str
+    src: str
+    dst: str
+    mode: str
+    files: list[FileResult]
+    bytes_total: int
+    bytes_sent: int
+    elapsed_s: float
+    resumed: bool
+    keep_local: str | None = None
+
+    @property
+    def rate_bps(self) -> float:
+        return self.bytes_sent / self.elapsed_s if self.elapsed_s > 0 else 0.0
