@@ -9,8 +9,7 @@ import sys
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.eval import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.evals.collect import import_results
-from dflash_tui.evals.manager import CollectReport
+from dflash_tui.evals.collect import CollectReport, import_results
 from dflash_tui.evals.targets import TargetError, suite_config
 from dflash_tui.units import plural
 

@@ -13,15 +13,37 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from dflash_tui.config import Config, SuiteConfig
-from dflash_tui.evals.manager import CollectReport
 from dflash_tui.evals.schema import MAX_RESULTS_BYTES, SchemaError, parse_results
-from dflash_tui.evals.store import ResultsStore
+from dflash_tui.evals.store import ResultsStore, StoredResult
 from dflash_tui.evals.targets import configured_checkpoints, step_from_name
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
+
+
+@dataclass
+class CollectReport:
+    """What `collect` did: results stored, files rejected (with why), problems met."""
+
+    stored: list[StoredResult] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (where, reason)
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)  # a host or file could not be read
+    notes: list[str] = field(default_factory=list)  # e.g. an import glob that matches nothing yet
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stored": [r.as_dict() for r in self.stored],
+            "rejected": [{"file": w, "reason": r} for w, r in self.rejected],
+            "skipped": self.skipped,
+            "errors": list(self.errors),
+            "notes": list(self.notes),
+        }
+
 
 LIST_SCRIPT = r"""# arguments: glob patterns; prints F<TAB>sha256<TAB>size<TAB>mtime<TAB>path per file,
 # N<TAB>pattern for a pattern that matches no file

@@ -21,7 +21,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +43,14 @@ from dflash_tui.evals.cachejobs import (
     plan_cache_build,
     upload_prompts,
 )
+from dflash_tui.evals.collect import CollectReport
 from dflash_tui.evals.jobs import Job, JobStore, JobUpdated, new_job_id
 from dflash_tui.evals.placement import PlacementError, place_checkpoint
 from dflash_tui.evals.preflight import PreflightRefused, preflight
 from dflash_tui.evals.schema import SchemaError, parse_results
 from dflash_tui.evals.slurm_backend import SlurmBackend
 from dflash_tui.evals.store import SCHEMA as RESULTS_SCHEMA
-from dflash_tui.evals.store import ResultsStore, StoredResult
+from dflash_tui.evals.store import ResultsStore
 from dflash_tui.evals.targets import (
     CheckpointRef,
     TargetError,
@@ -129,26 +129,6 @@ def _error_from_log(lines: Sequence[str]) -> str | None:
                 if isinstance(message, str) and message:
                     return message
     return None
-
-
-@dataclass
-class CollectReport:
-    """What `collect` did: results stored, files rejected (with why), problems met."""
-
-    stored: list[StoredResult] = field(default_factory=list)
-    rejected: list[tuple[str, str]] = field(default_factory=list)  # (where, reason)
-    skipped: int = 0
-    errors: list[str] = field(default_factory=list)  # a host or file could not be read
-    notes: list[str] = field(default_factory=list)  # e.g. an import glob that matches nothing yet
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "stored": [r.as_dict() for r in self.stored],
-            "rejected": [{"file": w, "reason": r} for w, r in self.rejected],
-            "skipped": self.skipped,
-            "errors": list(self.errors),
-            "notes": list(self.notes),
-        }
 
 
 class JobManager:
