@@ -12,11 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from dflash_tui.checkpoints import best_copy
 from dflash_tui.transfer.hub import HubError, fetch
 from tests.hub.fakehub import COMMIT, FakeHub, Repo
 from tests.transfer.conftest import relay_env
 
 pytest.importorskip("huggingface_hub")
+
+
+async def fetch_as_the_cli(pool, conn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """`fetch` as `dflash-tui fetch` calls it: other copies found by name with locate."""
+    return await fetch(pool, conn, *args, find_copy=lambda name: best_copy(pool, name), **kwargs)
+
+
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
@@ -75,7 +83,7 @@ async def test_a_good_download_is_verified_and_the_token_only_travels_on_stdin(
     scanner.start()
     try:
         async with relay_env(config) as (pool, conn):
-            result = await fetch(
+            result = await fetch_as_the_cli(
                 pool, conn, "hf:org/good", f"a:{host.home / 'models'}", token=token,
                 on_progress=lambda done, total: progress.append((done, total)),
             )  # fmt: skip
@@ -117,7 +125,7 @@ async def test_a_refusal_says_which_and_what_to_do(
     host, config = hub_host
     async with relay_env(config) as (pool, conn):
         with pytest.raises(HubError) as caught:
-            await fetch(pool, conn, f"hf:{repo}", f"a:{host.home / 'models'}")
+            await fetch_as_the_cli(pool, conn, f"hf:{repo}", f"a:{host.home / 'models'}")
     error = caught.value
     assert (error.kind, error.status, error.alternative) == (kind, status, None)
     text = f"{error.message} {error.hint}"
@@ -138,10 +146,12 @@ async def test_when_the_hub_refuses_a_located_copy_is_named_and_taken_with_any(
     (host.home / "out").mkdir()
     async with relay_env(config) as (pool, conn):
         with pytest.raises(HubError) as caught:
-            await fetch(pool, conn, "hf:org/gated", f"a:{host.home / 'out'}")
+            await fetch_as_the_cli(pool, conn, "hf:org/gated", f"a:{host.home / 'out'}")
         assert caught.value.alternative == f"a:{copy}"
         assert "--any" in caught.value.hint
-        result = await fetch(pool, conn, "hf:org/gated", f"a:{host.home / 'out'}", any_source=True)
+        result = await fetch_as_the_cli(
+            pool, conn, "hf:org/gated", f"a:{host.home / 'out'}", any_source=True
+        )
     assert result.via == "copy" and result.source == f"a:{copy}"
     got = host.home / "out" / "gated"
     assert {p.name: p.read_bytes() for p in got.iterdir()} == {
@@ -177,7 +187,9 @@ async def test_a_missing_revision_is_named(hub_host, hub) -> None:
     host, config = hub_host
     async with relay_env(config) as (pool, conn):
         with pytest.raises(HubError) as caught:
-            await fetch(pool, conn, "hf:org/good", f"a:{host.home / 'models'}", revision="v9")
+            await fetch_as_the_cli(
+                pool, conn, "hf:org/good", f"a:{host.home / 'models'}", revision="v9"
+            )
     assert caught.value.kind == "revision" and "no revision 'v9'" in caught.value.message
     assert f"{hub.url}/org/good" in caught.value.hint
 
@@ -195,7 +207,9 @@ async def test_the_fallback_can_be_a_store_copy_without_sha256_metadata(
         {"a": (host, {"python": sys.executable})}, extra=s3.store_table(), hf_endpoint=hub.url
     )
     async with relay_env(config) as (pool, conn):
-        result = await fetch(pool, conn, "hf:org/gated", f"a:{host.home / 'out'}", any_source=True)
+        result = await fetch_as_the_cli(
+            pool, conn, "hf:org/gated", f"a:{host.home / 'out'}", any_source=True
+        )
     assert result.via == "copy" and result.source == "bk:mirror/gated"
     got = host.home / "out" / "gated"
     assert {p.name: p.read_bytes() for p in got.iterdir()} == files

@@ -17,14 +17,15 @@ import posixpath
 import struct
 from typing import Any
 
-from dflash_tui.checkpoints import (
+from dflash_tui.checkpoints.summary import (
     MAX_CONFIG_BYTES,
     MAX_HEADER_BYTES,
     CheckpointError,
     CheckpointSummary,
-    _load_index,
-    _summary,
-    _weight_file_names,
+    Found,
+    build_summary,
+    load_index,
+    weight_file_names,
 )
 from dflash_tui.config import StoreConfig
 from dflash_tui.transfer.errors import TransferError
@@ -70,8 +71,8 @@ async def _inspect(client: S3Store, where: str, path: str, sha256: bool) -> Chec
 
     config_raw = await small("config.json")
     index_raw = None if single else await small("model.safetensors.index.json")
-    index = _load_index(index_raw, where)
-    names = [posixpath.basename(key)] if single else _weight_file_names(sorted(here), index)
+    index = load_index(index_raw, where)
+    names = [posixpath.basename(key)] if single else weight_file_names(sorted(here), index)
     files: list[tuple[str, int, bytes | None, str | None]] = []
     for name in names:
         info = here.get(name)
@@ -84,7 +85,7 @@ async def _inspect(client: S3Store, where: str, path: str, sha256: bool) -> Chec
         if sha256:
             digest = (await client.head(info.key) or info).sha256
         files.append((name, info.size, header, digest))
-    return _summary(where, config_raw, index_raw, files, read)
+    return build_summary(where, config_raw, index_raw, files, read)
 
 
 async def _header(client: S3Store, info: ObjectInfo, where: str) -> tuple[bytes, int]:
@@ -108,7 +109,6 @@ async def _header(client: S3Store, info: ObjectInfo, where: str) -> tuple[bytes,
 
 async def locate_store(config: StoreConfig, name: str, *, sha256: bool = False) -> list[Any]:
     """Folders in the store whose name contains `name` (case-insensitive), as `Found`s."""
-    from dflash_tui.checkpoints import Found
 
     client = S3Store(config)
     try:

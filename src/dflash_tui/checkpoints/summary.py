@@ -10,7 +10,6 @@ host that holds the files.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import math
@@ -227,14 +226,14 @@ def _kind(config: Mapping[str, Any], tensors: Sequence[TensorInfo]) -> str:
     return "unknown"
 
 
-def _weight_file_names(listing: Sequence[str], index: Mapping[str, Any] | None) -> list[str]:
+def weight_file_names(listing: Sequence[str], index: Mapping[str, Any] | None) -> list[str]:
     if index is not None:
         weight_map = index.get("weight_map", {})
         return sorted(set(weight_map.values())) if isinstance(weight_map, dict) else []
     return sorted(n for n in listing if n.endswith(".safetensors"))
 
 
-def _summary(
+def build_summary(
     where: str,
     config_raw: bytes | None,
     index_raw: bytes | None,
@@ -345,9 +344,9 @@ def inspect_local(path: str, *, sha256: bool = False) -> CheckpointSummary:
 
     config_raw = read_small("config.json")
     index_raw = read_small("model.safetensors.index.json") if root.is_dir() else None
-    index = _load_index(index_raw, str(folder))
+    index = load_index(index_raw, str(folder))
     files = []
-    for name in _weight_file_names(listing, index):
+    for name in weight_file_names(listing, index):
         file = folder / name
         if not file.is_file():
             files.append((name, 0, None, None))
@@ -355,10 +354,10 @@ def inspect_local(path: str, *, sha256: bool = False) -> CheckpointSummary:
         header, n = _read_local_header(file)
         bytes_read += n
         files.append((name, file.stat().st_size, header, _sha256_file(file) if sha256 else None))
-    return _summary(str(root), config_raw, index_raw, files, bytes_read)
+    return build_summary(str(root), config_raw, index_raw, files, bytes_read)
 
 
-def _load_index(raw: bytes | None, where: str) -> dict[str, Any] | None:
+def load_index(raw: bytes | None, where: str) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
@@ -432,7 +431,7 @@ async def inspect_remote(
         else (name, 0, None, None)
         for name in order
     ]
-    return _summary(where, config_raw, index_raw, files, len(result.stdout))
+    return build_summary(where, config_raw, index_raw, files, len(result.stdout))
 
 
 def _raise_script_error(out: bytes, where: str, status: int | None) -> None:
@@ -484,22 +483,6 @@ def _parse_frames(
                 f"{where}/{name}: not a safetensors file (header length {n} is implausible)"
             )
     return config_raw, index_raw, order, headers, digests
-
-
-async def inspect(
-    pool: HostPool | None, location: Location, *, sha256: bool = False
-) -> CheckpointSummary:
-    """inspect_local or inspect_remote, by where the checkpoint is."""
-    if location.host is None:
-        return await asyncio.to_thread(inspect_local, location.path, sha256=sha256)
-    stores = getattr(getattr(pool, "config", None), "stores", {}) or {}
-    if location.host in stores:
-        from dflash_tui.transfer.s3.catalog import inspect_store
-
-        return await inspect_store(stores[location.host], location.path, sha256=sha256)
-    if pool is None:
-        raise CheckpointError(f"{location}: a remote checkpoint needs a host pool")
-    return await inspect_remote(pool, location.host, location.path, sha256=sha256)
 
 
 # --------------------------------------------------------------------------- comparing
@@ -680,43 +663,3 @@ class Found:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-async def locate(
-    pool: HostPool, name: str, *, sha256: bool = False
-) -> tuple[list[Found], dict[str, str]]:
-    """Search every host's `model_roots` and every store at once; (found, errors per place).
-
-    Copies with the same fingerprint share a `copy_group` letter (A, B, ...).
-    """
-    hosts = [h for h in pool.config.hosts.values() if h.model_roots]
-
-    async def one(host_name: str, roots: tuple[str, ...]) -> list[Found]:
-        argv = shell_script(_LOCATE_SCRIPT, name, "1" if sha256 else "0", *roots)
-        result = await pool.run(host_name, argv, timeout=None if sha256 else 120)
-        found = []
-        for line in result.stdout.splitlines():
-            size, mtime, fingerprint, path = line.split("\t", 3)
-            found.append(Found(host_name, path, int(size or 0), float(mtime), fingerprint))
-        return found
-
-    stores = list(getattr(pool.config, "stores", {}).values())
-    calls = [one(h.name, h.model_roots) for h in hosts]
-    if stores:
-        from dflash_tui.transfer.s3.catalog import locate_store
-
-        calls += [locate_store(s, name, sha256=sha256) for s in stores]
-    outcomes = await asyncio.gather(*calls, return_exceptions=True)
-    found: list[Found] = []
-    errors: dict[str, str] = {}
-    places = [h.name for h in hosts] + [s.name for s in stores]
-    for place, outcome in zip(places, outcomes, strict=True):
-        if isinstance(outcome, BaseException):
-            errors[place] = getattr(outcome, "message", None) or str(outcome)
-        else:
-            found.extend(outcome)
-    groups: dict[str, str] = {}
-    for item in sorted(found, key=lambda f: (f.host, f.path)):
-        groups.setdefault(item.fingerprint, chr(ord("A") + len(groups) % 26))
-    labelled = [Found(**{**asdict(f), "copy_group": groups[f.fingerprint]}) for f in found]
-    return sorted(labelled, key=lambda f: (f.copy_group, f.host, f.path)), errors

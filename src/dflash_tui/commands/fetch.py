@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
+    from dflash_tui.checkpoints import best_copy
     from dflash_tui.transfer import EndpointError, TransferError, open_transfer_state
     from dflash_tui.transfer.hub import HubError, fetch, hub_token
 
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
                     pool, conn, args.source, args.destination, revision=args.revision,
                     any_source=args.any, force=args.force, token=hub_token(),
                     on_progress=None if args.json else progress,
+                    find_copy=lambda name: best_copy(pool, name),
                 )  # fmt: skip
         finally:
             conn.close()

@@ -17,7 +17,7 @@ import json
 import os
 import posixpath
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,28 +153,6 @@ def explain(
     )
 
 
-async def find_copy(pool: HostPool, repo: str) -> str | None:
-    """The best other source for `repo`: a folder named like it, on a host or in a store.
-
-    Copies are grouped by `locate`'s fingerprint; the largest group of identical
-    copies wins (a host before a store, then by name).
-    """
-    from dflash_tui.checkpoints import locate
-
-    name = repo.split("/")[1]
-    found, _ = await locate(pool, name)
-    exact = [f for f in found if posixpath.basename(f.path.rstrip("/")).lower() == name.lower()]
-    if not exact:
-        return None
-    sizes: dict[str, int] = {}
-    for f in exact:
-        sizes[f.fingerprint] = sizes.get(f.fingerprint, 0) + 1
-    best = sorted(exact, key=lambda f: (-sizes[f.fingerprint], f.place != "host", f.host, f.path))[
-        0
-    ]
-    return f"{best.host}:{best.path}"
-
-
 async def fetch(
     pool: HostPool,
     state_conn: sqlite3.Connection,
@@ -187,6 +165,7 @@ async def fetch(
     token: str | None = None,
     on_event: Callable[[TransferEvent], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    find_copy: Callable[[str], Awaitable[str | None]] | None = None,
 ) -> FetchResult:
     """Download hf:ORG/NAME onto a host (verified, `.part` until complete).
 
@@ -225,7 +204,9 @@ async def fetch(
             f"{where}: {answer.get('message', kind)}", kind=kind, status=status, hint=hint
         )
     message, hint = explain(repo, kind, status, endpoint, revision, token is not None)
-    alternative = await find_copy(pool, repo)
+    # another copy by name (`checkpoints.best_copy`, given by the caller: the checkpoint
+    # search sits above the transfer layer)
+    alternative = await find_copy(repo.split("/")[1]) if find_copy is not None else None
     if alternative is None or not any_source:
         if alternative is not None:
             hint += (
