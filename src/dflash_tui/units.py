@@ -1,6 +1,9 @@
 """How quantities are written for people: byte sizes and rates in binary units, counts
 (parameters) in decimal ones, and `N things` with the right plural.
 
+Ages and durations too (`42s`, `3m05s`, `25m`, `2h07m`): the core's reasons, the
+commands and the panes write them with the same function.
+
 One place for every command, pane, error message and progress line, so a size reads
 the same everywhere: `332 KiB`, `3.46 GiB`, `118 MiB/s`; never KB in one place and KiB
 in another. Three significant digits (bytes are whole). Imports nothing from the
@@ -84,3 +87,42 @@ def count(n: float | None) -> str:
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """`1 file`, `2 files` (`nouns` for an irregular plural)."""
     return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
+
+
+# --------------------------------------------------------------------------- durations
+
+SECONDS_SHOWN_BELOW_S = 600  # ages from here on are written in whole minutes
+
+
+def duration(seconds: float | None) -> str:
+    """`42s`, `3m05s`, `25m`, `2h07m`, `3d04h`; `-` for None.
+
+    Two units at most, each at the resolution a reader uses at that size (as
+    kubectl writes ages): seconds stop counting at ten minutes. An age on screen
+    then changes once a minute instead of at every probe, and the console repaints
+    nothing for a run that only grew older.
+    """
+    if seconds is None:
+        return "-"
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < SECONDS_SHOWN_BELOW_S:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def uptime(seconds: float | None) -> str:
+    """How long a process has run: `42s`, then whole minutes (`5m`, `2h07m`, `3d04h`).
+
+    Read to tell whether a trainer restarted, for which the minute is enough; in
+    seconds it changed every run's reason at every probe for a process's first ten
+    minutes, and with it every row of the console.
+    """
+    if seconds is None or not 60 <= seconds < 3600:
+        return duration(seconds)
+    return f"{int(seconds) // 60}m"

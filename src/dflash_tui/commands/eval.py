@@ -66,17 +66,6 @@ def iso(epoch: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(epoch))
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "eval",
@@ -186,7 +175,7 @@ def _print(out: dict[str, Any]) -> None:
     if result:
         baseline = out.get("baseline")
         parts = []
-        for name in ("tau_top1", "acc", "streak_top1"):
+        for name in ("tau_greedy", "tau_top1", "acc", "streak_top1"):
             if name in result["metrics"]:
                 text = f"{name} {format_metric(name, result['metrics'][name])}"
                 ratio = result["ratios"].get(name)

@@ -7,9 +7,10 @@ import asyncio
 import re
 from typing import Any
 
-from dflash_tui.commands.eval import duration, eval_context, when
+from dflash_tui.commands.eval import eval_context, when
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
 from dflash_tui.evals.jobs import Job
+from dflash_tui.units import duration
 
 COLUMNS = [
     ("id", "JOB"),

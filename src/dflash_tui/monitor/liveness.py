@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dflash_tui.monitor.gpu import GpuInfo, parse_gpu_csv
+from dflash_tui.units import duration as format_duration
+from dflash_tui.units import uptime as format_uptime
 
 PROBE_MARKER = "dflash-tui-probe"
 OUR_MARKERS = (PROBE_MARKER, "dflash-tui-tail", "dflash-tui-history")
@@ -311,43 +313,6 @@ def parse_probe(text: str, n_runs: int) -> HostProbe:
 
 
 # --------------------------------------------------------------------------- states
-
-
-SECONDS_SHOWN_BELOW_S = 600  # ages from here on are written in whole minutes
-
-
-def format_duration(seconds: float | None) -> str:
-    """`42s`, `3m05s`, `25m`, `2h07m`, `3d04h`; `-` for None.
-
-    Two units at most, each at the resolution a reader uses at that size (as
-    kubectl writes ages): seconds stop counting at ten minutes. An age on screen
-    then changes once a minute instead of at every probe, and the console repaints
-    nothing for a run that only grew older.
-    """
-    if seconds is None:
-        return "-"
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < SECONDS_SHOWN_BELOW_S:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-def format_uptime(seconds: float | None) -> str:
-    """How long a process has run: `42s`, then whole minutes (`5m`, `2h07m`, `3d04h`).
-
-    Read to tell whether a trainer restarted, for which the minute is enough; in
-    seconds it changed every run's reason at every probe for a process's first ten
-    minutes, and with it every row of the console.
-    """
-    if seconds is None or not 60 <= seconds < 3600:
-        return format_duration(seconds)
-    return f"{int(seconds) // 60}m"
 
 
 def judge(

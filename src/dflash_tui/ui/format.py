@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import time
 
+from dflash_tui import units
 from dflash_tui.monitor.history import Trend
-from dflash_tui.monitor.liveness import SECONDS_SHOWN_BELOW_S, format_uptime
 
 # Sizes and rates are written by the core's one formatter; here for the panes' `fmt.size`.
 from dflash_tui.units import rate as rate
@@ -28,26 +28,15 @@ def missing(value: float | None) -> bool:
 
 
 def duration(seconds: float | None) -> str:
-    """12s, 4m05s, 25m, 2h05m, 3d04h: seconds stop counting at ten minutes, as in the
-    core's reasons (`monitor.liveness.format_duration`), so an old age on screen
-    changes once a minute, not at every refresh."""
-    if missing(seconds):
-        return DASH
-    s = int(max(0.0, seconds or 0.0))
-    if s < 60:
-        return f"{s}s"
-    if s < SECONDS_SHOWN_BELOW_S:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    """12s, 4m05s, 25m, 2h05m, 3d04h (`units.duration`, as the core's reasons); `-` when
+    unknown. Seconds stop counting at ten minutes, so an old age on screen changes once
+    a minute, not at every refresh."""
+    return DASH if missing(seconds) else units.duration(seconds)
 
 
 def uptime(seconds: float | None) -> str:
     """A process's age: seconds for its first minute, then minutes (as the core's reasons)."""
-    return DASH if missing(seconds) else format_uptime(seconds)
+    return DASH if missing(seconds) else units.uptime(seconds)
 
 
 def short_duration(seconds: float | None) -> str:
