@@ -6,6 +6,8 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
+
 import dflash_tui
 
 CORE = sorted(
@@ -38,20 +40,26 @@ def test_cli_help_does_not_load_textual_or_torch() -> None:
     assert "textual" not in loaded and "torch" not in loaded
 
 
-def test_harness_loads_only_stdlib_torch_and_safetensors() -> None:
-    harness = [
+@pytest.mark.parametrize("program", ["harness", "cachebuild"])
+def test_shipped_programs_load_only_themselves_stdlib_torch_and_safetensors(program: str) -> None:
+    """What runs on GPU hosts with nothing else of the package: every module of it, in a
+    fresh interpreter, loads no other module of ours (the parent packages' empty
+    __init__ files aside) and no SSH or UI library."""
+    prefix = f"dflash_tui.evals.{program}"
+    modules = [
         m.name
         for m in pkgutil.walk_packages(dflash_tui.__path__, "dflash_tui.")
-        if m.name.startswith("dflash_tui.evals.harness")
+        if m.name == prefix or m.name.startswith(prefix + ".")
     ]
-    assert "dflash_tui.evals.harness.rules" in harness  # every module, not the empty __init__
-    loaded = _modules_after_import(harness)
+    assert len(modules) > 3, modules  # every module, not the empty __init__
+    loaded = _modules_after_import(modules)
     ours = {m for m in loaded if m.startswith("dflash_tui")}
-    assert all(
-        m == "dflash_tui" or m.startswith(("dflash_tui.evals.harness", "dflash_tui.evals"))
-        for m in ours
-    ), ours
-    assert "dflash_tui.evals.synthetic" not in ours
+    strangers = (
+        ours
+        - {"dflash_tui", "dflash_tui.evals"}
+        - {m for m in ours if m == prefix or m.startswith(prefix + ".")}
+    )
+    assert not strangers, strangers
     third_party = (
         {m.split(".")[0] for m in loaded}
         - set(sys.stdlib_module_names)
