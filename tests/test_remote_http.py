@@ -101,7 +101,7 @@ async def test_a_silent_server_times_out_and_a_huge_one_is_refused(
         with pytest.raises(EndpointFailed, match=r"no answer from http://127.0.0.1:\d+/m within"):
             await http_get(pool, "a", "127.0.0.1", port, "/m", timeout_s=0.5)
         answers.append(b"HTTP/1.0 200 OK\r\n\r\n" + b"x" * 300_000)
-        with pytest.raises(EndpointFailed, match=r"larger than 100 KiB"):
+        with pytest.raises(EndpointFailed, match=r"larger than 100 KiB; refused"):
             await http_get(pool, "a", "127.0.0.1", port, "/m", max_bytes=100 * 1024)
         answers.append(b"SSH-2.0-OpenSSH\r\n")
         with pytest.raises(EndpointFailed, match=r"did not answer in HTTP"):

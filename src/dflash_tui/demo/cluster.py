@@ -435,6 +435,16 @@ roles = ["storage"]
 """
         + "\n".join(run_tables)
         + f"""
+# A vLLM or SGLang server is watched like a run: its log's acceptance lines, and exactly
+# from its Prometheus endpoint when named (as its host sees it; read through that host's
+# SSH connection, nothing installed there; docs/monitoring.md, "Served acceptance"):
+# [[runs]]
+# name = "serve-zlab"
+# host = "evalbox"
+# log = "workspace/vllm_serve.log"
+# process = "vllm serve"
+# metrics = "http://127.0.0.1:8000/metrics"
+
 # The baseline drafter and the coding suite live on the eval host; the healthy run's
 # checkpoints (on trainbox) are relayed there when evaluated.
 [[checkpoints]]

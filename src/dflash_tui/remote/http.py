@@ -17,11 +17,12 @@ import gzip
 import zlib
 from urllib.parse import urljoin, urlsplit
 
+from dflash_tui import units
 from dflash_tui.remote.errors import EndpointFailed, RemoteError
 from dflash_tui.remote.pool import TRANSPORT_ERRORS, HostPool
 
 TIMEOUT_S = 10.0
-MAX_BYTES = 16 * 1024 * 1024
+MAX_BYTES = 16 << 20
 """A vLLM /metrics page is tens to hundreds of KB; anything past this is refused."""
 MAX_REDIRECTS = 3
 _HEADER_LIMIT = 64 * 1024
@@ -103,7 +104,7 @@ async def _get_once(
                 size += len(chunk)
                 if size > max_bytes + _HEADER_LIMIT:
                     raise EndpointFailed(
-                        host, f"{url}: the answer is larger than {max_bytes // 1024} KiB; refused"
+                        host, f"{url}: the answer is larger than {units.size(max_bytes)}; refused"
                     )
                 chunks.append(chunk)
         except RemoteError:
@@ -146,7 +147,7 @@ def _parse(
             ) from None
     if len(body) > max_bytes:
         raise EndpointFailed(
-            host, f"{url}: the answer is larger than {max_bytes // 1024} KiB; refused"
+            host, f"{url}: the answer is larger than {units.size(max_bytes)}; refused"
         )
     return int(words[1]), words[2] if len(words) > 2 else "", headers, body
 
