@@ -10,7 +10,8 @@ token), two closed forms:
   smallest of their accuracies).
 
 With only a mean `acc`, tau is read off a calibration: pairs of (training
-acc at a checkpoint's step, that checkpoint's measured `tau_top1`), made
+acc at a checkpoint's step, that checkpoint's measured tau: `tau_greedy`, greedy
+decoding's acceptance length, where its results have it, else `tau_top1`), made
 monotone (pool-adjacent-violators) and linearly interpolated. Outside the
 calibrated range the nearest end is used and the basis says so. With fewer
 than two distinct calibration points the estimate says what is missing
@@ -112,8 +113,11 @@ def _monotone(pairs: Iterable[tuple[float, float]]) -> list[tuple[float, float]]
     return points
 
 
-def calibrated_tau(acc: float, pairs: Sequence[tuple[float, float]]) -> TauEstimate:
-    """tau for a mean `acc` from (acc, tau_top1) pairs by monotone interpolation.
+def calibrated_tau(
+    acc: float, pairs: Sequence[tuple[float, float]], metric: str | None = None
+) -> TauEstimate:
+    """tau for a mean `acc` from (acc, measured tau) pairs by monotone interpolation;
+    `metric` names the measured tau (tau_greedy or tau_top1) in the basis.
 
     Never raises for bad pairs: non-finite or out-of-range ones are ignored and
     the basis counts only the pairs used.
@@ -135,13 +139,15 @@ def calibrated_tau(acc: float, pairs: Sequence[tuple[float, float]]) -> TauEstim
             "no estimate",
             missing=(
                 "per-position accuracies in the log, or at least two (training acc, measured "
-                f"tau_top1) pairs from evaluated checkpoints of this run ({have})"
+                f"tau) pairs from evaluated checkpoints of this run ({have})"
             ),
         )
     points = _monotone(good)
     lo_acc, hi_acc = points[0][0], points[-1][0]
     n = len(good)
     basis = f"calibrated on {n} pair{'s' if n != 1 else ''} (acc {lo_acc:.3f}-{hi_acc:.3f})"
+    if metric:
+        basis += f" of measured {metric}"
     if acc <= lo_acc or acc >= hi_acc:
         end = points[0] if acc <= lo_acc else points[-1]
         outside = acc < lo_acc or acc > hi_acc

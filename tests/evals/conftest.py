@@ -54,8 +54,14 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> Assets:
     teacher = write_drafter(root / "teacher", block_size=8, seed=2026)
     student = write_drafter(root / "student", teacher=teacher, quality=0.05, seed=2)
     alien = write_drafter(root / "alien", block_size=8, hidden_size=32, head_dim=8, seed=3)
-    cache = write_cache(
-        root / "cache", drafter_dir=teacher, n_samples=3, seq_len=40, task_names=TASKS, seed=4
+    cache = write_cache(  # a response mask (every position after the prompt), as real caches
+        root / "cache",
+        drafter_dir=teacher,
+        n_samples=3,
+        seq_len=40,
+        task_names=TASKS,
+        seed=4,
+        anchors="all",
     )
     return Assets(teacher, student, alien, cache)
 

@@ -179,6 +179,6 @@ def test_tau_calibration_points_share_one_semantics(store) -> None:  # type: ign
     points = tau_points(store, "coding10")  # causal has two points, bidirectional one
     assert [(p.step, p.attention) for p in points] == [(2000, "causal"), (4000, "causal")]
     only = tau_points(store, "coding10", attention="bidirectional")
-    assert [(p.step, p.tau_top1) for p in only] == [(6000, 3.5)]
+    assert [(p.step, p.tau) for p in only] == [(6000, 3.5)]
     add(store, doc("step-8000", 4.0, "bidirectional"), 140.0, step=8000, run="run1")
     assert {p.attention for p in tau_points(store, "coding10")} == {"bidirectional"}  # a tie

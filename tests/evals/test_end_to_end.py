@@ -141,7 +141,8 @@ def test_relayed_eval_survives_console_kill_and_reaches_the_leaderboard(cluster:
     )
     assert out.returncode == 0, out.stderr
     board = json.loads(out.stdout)
-    assert board["baseline"] == "zlab" and board["sort"] == "tau_top1"
+    assert board["baseline"] == "zlab" and board["sort"] == "tau_greedy"
+    assert board["greedy_labels"] == ["cache"]  # a synthetic cache, not cache build's
     rows = {r["checkpoint"]: r for r in board["rows"]}
     zlab, student = rows["zlab"], rows["student"]
     assert zlab["baseline"] and zlab["ratios"]["tau_top1"] == 1.0
@@ -150,5 +151,6 @@ def test_relayed_eval_survives_console_kill_and_reaches_the_leaderboard(cluster:
     assert student["vs_baseline"]["tau_top1"] == f"{ratio * 100:.0f}% of zlab"
     assert student["step"] == 4000 and student["job_id"] == job["id"]
     assert ratio < 1.0  # the weaker copy ranks below the baseline
+    assert student["metrics"]["tau_greedy"] < zlab["metrics"]["tau_greedy"]  # on its path too
     assert [r["checkpoint"] for r in board["rows"]][:2] == ["zlab", "student"]
     assert set(board["tasks"]) == {"json_parser", "lru_cache", "regex_engine"}

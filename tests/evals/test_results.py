@@ -264,7 +264,7 @@ def test_calibration_pairs_from_the_store(store: ResultsStore) -> None:
     add(store, results_doc("step-4000", 3.0, 0.5), 120.0, step=4000, run="run1")
     add(store, results_doc("step-6000", 3.5, 0.5), 130.0, step=6000, run="run1")
     points = tau_points(store, "coding10")
-    assert [(p.checkpoint, p.step, p.tau_top1) for p in points] == [
+    assert [(p.checkpoint, p.step, p.tau) for p in points] == [
         ("step-2000", 2000, 2.0),
         ("step-4000", 4000, 3.0),
         ("step-6000", 6000, 3.5),

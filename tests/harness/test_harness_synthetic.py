@@ -106,3 +106,21 @@ def test_all_anchor_mode_and_prompt(tmp_path):
     with safe_open(str(next(c.glob("000_*"))), framework="pt") as f:
         mask = f.get_tensor("loss_mask")
     assert mask[:5].sum() == 0 and bool(mask[5:].all())
+
+
+def test_the_teachers_greedy_path_is_the_one_the_cache_was_written_along(tmp_path):
+    """The same tokens with a block-start mask and with a response mask: the blocks the
+    writer made (its marks) are the blocks the teacher's greedy walk takes, to the end."""
+    d = write_drafter(tmp_path / "d", block_size=6, seed=4)
+    kw = {"drafter_dir": d, "n_samples": 3, "seq_len": 40, "seed": 5, "prompt_len": 4}
+    blocks = write_cache(tmp_path / "blocks", **kw)
+    every = write_cache(tmp_path / "all", **kw, anchors="all")
+    results = evaluate(Options(d, every), _quiet)
+    for i, name in enumerate(f"task{j}" for j in range(3)):
+        with safe_open(str(next(blocks.glob(f"{i:03d}_*"))), framework="pt") as f:
+            marks, ids = f.get_tensor("loss_mask"), f.get_tensor("input_ids")
+        with safe_open(str(next(every.glob(f"{i:03d}_*"))), framework="pt") as f:
+            assert torch.equal(f.get_tensor("input_ids"), ids)  # the mask is the only change
+        task = results["tasks"][name]
+        assert task["n_generated"] == 40 - 1 - 4
+        assert task["n_blocks"] == int(marks.sum())

@@ -14,7 +14,7 @@ from typing import Any
 
 from dflash_tui.config import Config, parse_config
 from dflash_tui.evals.jobs import Job
-from dflash_tui.evals.leaderboard import Leaderboard, Row
+from dflash_tui.evals.leaderboard import Leaderboard, Row, legend
 from dflash_tui.evals.progress import MetricSeries, Point, RunProgress
 from dflash_tui.evals.served.board import ServedSection
 from dflash_tui.evals.served.record import ServedEntry
@@ -289,14 +289,20 @@ def default_jobs() -> tuple[Job, ...]:
 
 
 def default_board(baseline: str = "zlab") -> Leaderboard:
-    def metrics(tau: float, acc: float, s1: float, s4: float) -> dict[str, float]:
-        return {"tau_top1": tau, "acc": acc, "streak_top1": s1, "streak_top4": s4}
+    def metrics(greedy: float, tau: float, acc: float, s1: float, s4: float) -> dict[str, float]:
+        return {
+            "tau_greedy": greedy,
+            "tau_top1": tau,
+            "acc": acc,
+            "streak_top1": s1,
+            "streak_top4": s4,
+        }
 
-    zlab = metrics(4.20, 0.46, 3.20, 6.10)
+    zlab = metrics(3.12, 4.20, 0.46, 3.20, 6.10)
     rows = [
         ("zlab", zlab, None, None, NOW - 86400),
-        ("slammed5/step-2000", metrics(3.11, 0.38, 2.11, 4.90), "slammed5", 2000, NOW - 3400),
-        ("slammed5/step-1000", metrics(2.48, 0.31, 1.48, 3.70), "slammed5", 1000, NOW - 7200),
+        ("slammed5/step-2000", metrics(2.31, 3.11, 0.38, 2.11, 4.90), "slammed5", 2000, NOW - 3400),
+        ("slammed5/step-1000", metrics(1.95, 2.48, 0.31, 1.48, 3.70), "slammed5", 1000, NOW - 7200),
     ]
     base = dict(next(r[1] for r in rows if r[0] == baseline))
     out = [
@@ -316,12 +322,15 @@ def default_board(baseline: str = "zlab") -> Leaderboard:
         suite="coding10",
         baseline=baseline,
         baseline_source="config" if baseline == "zlab" else "override",
-        sort="tau_top1",
-        columns=("tau_top1", "acc", "streak_top1", "streak_top4"),
+        sort="tau_greedy",
+        columns=("tau_greedy", "tau_top1", "acc", "streak_top1", "streak_top4"),
         rows=tuple(out),
         tasks={
             "json_parser": tuple(dataclasses.replace(r, n_anchors=120) for r in out if r.metrics),
         },
+        legend=legend(["target_greedy"], True),
+        legend_brief=legend(["target_greedy"], True, brief=True),
+        greedy_labels=("target_greedy",),
     )
 
 

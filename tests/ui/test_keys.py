@@ -381,21 +381,25 @@ async def test_p_plots_the_runs_progress_and_redraws_on_new_results(
         assert (app.screen.run, app.screen.suite) == ("slammed5", "coding10")
         pane = app.screen.query_one(ProgressPane)
         assert pane.plot_draws == 1
-        series = pane.progress.series["tau_top1"]
-        assert series.steps == [1000, 2000] and series.baseline == 4.2
+        series = pane.progress.series["tau_greedy"]
+        assert series.steps == [1000, 2000] and series.baseline == 3.12
         captions = [str(c.render()) for c in app.screen.query(".caption")]
-        assert captions[0] == "tau_top1  latest 3.11 (step 2000)  zlab 4.20  74%"
-        assert "acc" in captions[1] and "streak_top1" in captions[2]
+        # greedy decoding's acceptance length first, the all-anchor mean beside it, then acc
+        assert captions[0] == "tau_greedy  latest 2.31 (step 2000)  zlab 3.12  74%"
+        assert captions[1] == "tau_top1  latest 3.11 (step 2000)  zlab 4.20  74%"
+        assert "acc" in captions[2]
         plot = pane.query_one(ProgressChart).query_one("PlotextPlot")
         assert "─" * 20 in str(plot.render())  # the baseline across the chart
         # A result arrives: the chart grows without a key press.
-        session.add_result("slammed5/step-3000", "slammed5", 3000, tau_top1=3.6, acc=0.41)
+        session.add_result(
+            "slammed5/step-3000", "slammed5", 3000, tau_greedy=2.6, tau_top1=3.6, acc=0.41
+        )
         await pilot.pause()  # the change reaches the App ...
         app.flush_now()  # ... and its next beat draws it
         await pilot.pause()
-        assert pane.progress.series["tau_top1"].steps == [1000, 2000, 3000]
+        assert pane.progress.series["tau_greedy"].steps == [1000, 2000, 3000]
         assert pane.plot_draws == 2
-        assert "latest 3.60 (step 3000)" in str(app.screen.query(".caption").first().render())
+        assert "latest 2.60 (step 3000)" in str(app.screen.query(".caption").first().render())
         await pilot.press("p")  # again: back
         assert isinstance(app.screen, MainScreen)
         # From the runs table it plots the selected run; escape also goes back.

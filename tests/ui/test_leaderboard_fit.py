@@ -27,7 +27,7 @@ async def test_at_80_columns_every_shown_column_fits(make_app) -> None:
         await settled(pilot, what="the leaderboard tab")
         labels, used, room = shown(app)
         assert used <= room, (labels, used, room)
-        assert labels[:2] == ["#", "checkpoint"] and "tau_top1" in labels, labels
+        assert labels[:2] == ["#", "checkpoint"] and "tau_greedy" in labels, labels
         assert "vs zlab" in labels and labels[-1] == "measured", labels
         await pilot.resize_terminal(160, 48)
         await pilot_until(
@@ -35,3 +35,5 @@ async def test_at_80_columns_every_shown_column_fits(make_app) -> None:
         )
         labels, used, room = shown(app)
         assert used <= room and "step" in labels and "acc" in labels, labels
+        # the decoding path's tau and the all-anchor one side by side
+        assert labels.index("tau_top1") == labels.index("tau_greedy") + 1, labels

@@ -18,6 +18,11 @@ from dflash_tui.evals.pairs import (
 from dflash_tui.evals.semantics import describe
 from dflash_tui.tau import TauEstimate, calibrated_tau, estimate_tau
 
+METRIC_WORDS = {
+    "tau_greedy": "tau_greedy, greedy speculative decoding's acceptance length on the suite",
+    "tau_top1": "tau_top1, the mean over every anchor (fewer than two results have tau_greedy)",
+}
+
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
@@ -26,9 +31,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="acceptance length (tau) from training accuracy",
         description="With per-position accuracies: the independence estimate "
         "1 + sum_k prod_{i<=k} a_i and the upper bound 1 + sum_k min_{i<=k} a_i. With a mean "
-        "--acc: calibrated on (training acc at a checkpoint's step, measured tau_top1) pairs "
-        "from the results store and the runs' logs; with too few pairs it says what is missing "
-        "(exit 1) instead of guessing.",
+        "--acc: calibrated on (training acc at a checkpoint's step, measured tau) pairs from the "
+        "results store and the runs' logs, the measured tau being tau_greedy (greedy decoding's "
+        "acceptance length on the suite's prompts) where two or more results have it, else "
+        "tau_top1 (the mean over every anchor, results from before tau_greedy); with too few "
+        "pairs it says what is missing (exit 1) instead of guessing.",
     )
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument(
@@ -67,17 +74,19 @@ async def _calibrated(args: argparse.Namespace) -> tuple[TauEstimate, dict[str, 
         info["errors"] = errors
         pairs = calibration_pairs(points, acc_at)
         info["attention"] = points[0].attention if points else None
+        metric = info["metric"] = points[0].metric if points else None
         info["pairs"] = [
             {
                 "checkpoint": p.checkpoint,
                 "run": p.run,
                 "step": p.step,
                 "acc": acc_at(p.run, p.step),
-                "tau_top1": p.tau_top1,
+                "tau": p.tau,
+                "metric": p.metric,
             }
             for p in points
         ]
-        return calibrated_tau(args.acc, pairs), info
+        return calibrated_tau(args.acc, pairs, metric), info
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,10 +105,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"tau ~ {estimate.value:.2f}{upper}; {estimate.basis}")
         if info.get("attention"):
             print(f"  calibrated on results with {describe(info['attention'])}")
+        if info.get("metric"):
+            print(f"  measured tau: {METRIC_WORDS.get(info['metric'], info['metric'])}")
         for pair in info.get("pairs", []):
             acc = "-" if pair["acc"] is None else f"{pair['acc']:.3f}"
             print(
-                f"  {pair['checkpoint']}: step {pair['step']}, acc {acc}, tau_top1 {pair['tau_top1']:.2f}"
+                f"  {pair['checkpoint']}: step {pair['step']}, acc {acc}, "
+                f"{pair['metric']} {pair['tau']:.2f}"
             )
         for error in info.get("errors", []):
             print(f"warning: {error}")

@@ -17,7 +17,9 @@ from dflash_tui.commands.output import (
 )
 from dflash_tui.config import load_config
 from dflash_tui.evals.leaderboard import (
+    ALL_ANCHORS,
     DEFAULT_SORT,
+    HEADLINE,
     Leaderboard,
     Row,
     build_leaderboard,
@@ -57,10 +59,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "to the baseline checkpoint, the training step and when it was measured. Served results "
         "(`dflash-tui import`: tau from real decoding) follow in a section of their own, never "
         "ranked with the offline streaks. Reads the local results store only (run "
-        "`dflash-tui collect` first).",
+        "`dflash-tui collect` first). tau_greedy is the acceptance length of greedy speculative "
+        "decoding on the suite's prompts; tau_top1 and the streaks are means over every anchor.",
     )
     p.add_argument("suite", nargs="?", metavar="SUITE", help="one suite (default: all)")
-    p.add_argument("--sort", default=DEFAULT_SORT, metavar="METRIC", help="rank by (tau_top1)")
+    p.add_argument(
+        "--sort",
+        default=None,
+        metavar="METRIC",
+        help=f"rank by (default {DEFAULT_SORT}, greedy decoding's acceptance length; "
+        f"{ALL_ANCHORS} on a board whose results predate it)",
+    )
     p.add_argument("--tasks", action="store_true", help="also break it down per task")
     p.add_argument("--all", action="store_true", help="show older results too")
     p.add_argument("--set-baseline", metavar="CHECKPOINT", help="make CHECKPOINT SUITE's baseline")
@@ -99,6 +108,9 @@ def _cells(
 def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
     source = f" ({board.baseline_source})" if board.baseline else ""
     print(f"== {board.suite}: sorted by {board.sort}; baseline {board.baseline or '-'}{source}")
+    if board.legend:
+        width = terminal_width()
+        print(textwrap.fill(board.legend, width or len(board.legend), subsequent_indent="   "))
     columns = [board.sort, *[c for c in board.columns if c != board.sort]][:MAX_COLUMNS]
     table = [
         ("rank", "#"),
@@ -132,7 +144,8 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
     groups.append((group, rows))
     width = terminal_width()
     first = columns[:1]
-    priority = ["checkpoint", *first, "vs", "rank", "acc", "step", "when"]
+    beside = [ALL_ANCHORS] if board.sort == HEADLINE else []  # the all-anchor number too
+    priority = ["checkpoint", *first, "vs", *beside, "rank", "acc", "step", "when"]
     shown, left_out = fit_columns([r for _, g in groups for r in g], table, width, priority)
     headed = len(board.groups) > 1 or (group and group != DEFAULT)
     for i, (name, group_rows) in enumerate(groups):
@@ -140,7 +153,8 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
             print(f"-- {describe(name or DEFAULT)}")
         print(format_table(group_rows, shown))
     if board.note:
-        print(f"note: {board.note}")
+        note = f"note: {board.note}"
+        print(textwrap.fill(note, width or len(note), subsequent_indent="      "))
     _say_left_out(left_out, width)
     said = list(left_out)
     left_out = []

@@ -2,7 +2,9 @@
 
 The baseline is a tiny synthetic teacher at quality 1.0, named like z-lab's
 release; the suite cache is built from it (so the baseline scores what a
-perfect drafter can on it); the "trainer" checkpoints are copies of the
+perfect drafter can on it: its greedy decoding path is the one the cache was
+written along, so its `tau_greedy` is the suite's designed acceptance length,
+while `tau_top1` averages every position of the response); the "trainer" checkpoints are copies of the
 teacher at rising quality, which the demo's synthetic trainer copies into its
 checkpoint folder as its step passes each thousand, so evaluating them shows
 training catching up with the baseline. Everything is a few hundred KB and
@@ -40,7 +42,7 @@ CODING_TASKS = (
 # Quality of the trainer's k-th checkpoint (steps 1000, 2000, ...); the last repeats.
 QUALITIES = (0.02, 0.08, 0.2, 0.35, 0.5, 0.62, 0.72, 0.8, 0.87, 0.93)
 STAMP = ".dflash-demo-assets"
-VERSION = 1
+VERSION = 2  # 2: the suite's loss_mask is a response mask (tau_greedy walks it)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def write_demo_assets(evalbox_root: Path, container_root: Path) -> DemoEvalAsset
             task_names=list(CODING_TASKS),
             accept_prob=0.8,
             seed=7,
+            anchors="all",  # every position after the prompt, as a real response mask
         )
         for k, quality in enumerate(QUALITIES):
             write_drafter(students / f"q{k:02d}", teacher=baseline, quality=quality, seed=100 + k)

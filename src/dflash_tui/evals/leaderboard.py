@@ -15,8 +15,18 @@ it, `Row.attention` names it), the default's first, each compared with the
 baseline's result under the same semantics, and the board's note says so.
 A checkpoint measured both ways has a row in each.
 
-Numbers are shown one way everywhere: lengths (`tau_top1`, `streak_top*`,
-`ddtree_b*`) with 2 decimals, accuracies as percentages with one.
+The headline is `tau_greedy` (DESIGN §4.5): the acceptance length greedy
+speculative decoding gets on the suite's prompts, the number papers and
+servers report; the board sorts by it when its results have it, else by
+`tau_top1`. `tau_top1`, the streaks and DDTree matches are means over every
+anchor of the suite, a different number (on trained drafters a larger one:
+7.58 against 3.12 in issue 23's check); the board's `legend` says
+which is which, and whether `tau_greedy` is exact (the cache holds the
+target's own greedy continuation) or walked on the cache's labels. Results
+written before `tau_greedy` existed show `-` there.
+
+Numbers are shown one way everywhere: lengths (`tau_greedy`, `tau_top1`,
+`streak_top*`, `ddtree_b*`) with 2 decimals, accuracies as percentages with one.
 """
 
 from __future__ import annotations
@@ -28,26 +38,74 @@ from typing import Any
 
 from dflash_tui.config import Config
 from dflash_tui.evals import semantics as S
+from dflash_tui.evals.schema import TASK_COUNTS
 from dflash_tui.evals.store import ResultsStore, StoredResult
 from dflash_tui.evals.targets import CheckpointRef, configured_checkpoints
 
-DEFAULT_SORT = "tau_top1"
-_ORDER = ("tau_top1", "acc", "streak_top1")
+HEADLINE = "tau_greedy"  # greedy decoding's acceptance length (DESIGN §4.5)
+ALL_ANCHORS = "tau_top1"  # the headline before tau_greedy existed
+DEFAULT_SORT = HEADLINE  # falls back to ALL_ANCHORS on a board without it (`default_sort`)
+_ORDER = ("tau_greedy", "tau_top1", "acc", "streak_top1")
+_GROUPS = {"streak_top": 1, "tau_greedy_ddtree_b": 2, "ddtree_b": 3}
+# what the numbers are, in words (the board's legend, the CLI's and the console's)
+GREEDY_WORDS = {
+    "target_greedy": "greedy speculative decoding on the suite's prompts (exact: the cache holds "
+    "the target's own greedy continuations)",
+    "cache": "greedy speculative decoding walked on the cache's labels (its responses, not "
+    "known to be the target's own output)",
+}
+ALL_ANCHOR_WORDS = "tau_top1, streaks, ddtree: means over every anchor, not one decoding path"
 
 
 def metric_order(names: Iterable[str]) -> list[str]:
-    """Scalar metric names in display order: tau, acc, streaks by k, DDTree by budget."""
+    """Scalar metric names in display order: tau_greedy, tau_top1, acc, streaks by k, greedy
+    DDTree walks by budget, DDTree by budget."""
     names = {n for n in names if n != "acc_per_position"}
 
     def key(name: str) -> tuple[int, int, str]:
         if name in _ORDER:
             return (0, _ORDER.index(name), name)
-        m = re.match(r"^(streak_top|ddtree_b)(\d+)$", name)
+        m = re.match(r"^(streak_top|tau_greedy_ddtree_b|ddtree_b)(\d+)$", name)
         if m:
-            return (1 if m.group(1) == "streak_top" else 2, int(m.group(2)), name)
-        return (3, 0, name)
+            return (_GROUPS[m.group(1)], int(m.group(2)), name)
+        return (4, 0, name)
 
     return sorted(names, key=key)
+
+
+def default_sort(columns: Iterable[str]) -> str:
+    """`tau_greedy` when some result on the board has it, else `tau_top1`."""
+    return HEADLINE if HEADLINE in set(columns) else ALL_ANCHORS
+
+
+def greedy_labels(results: Iterable[StoredResult | None]) -> list[str]:
+    """The `greedy.labels` of the results that have one, distinct, in `GREEDY_WORDS` order."""
+    found = {
+        r.greedy.get("labels")
+        for r in results
+        if r is not None and r.greedy and r.greedy.get("labels") in GREEDY_WORDS
+    }
+    return [k for k in GREEDY_WORDS if k in found]
+
+
+GREEDY_BRIEF = {
+    "target_greedy": "greedy decoding on the prompts (exact)",
+    "cache": "greedy decoding on the cache's labels",
+}
+
+
+def legend(labels: Sequence[str], has_greedy: bool, *, brief: bool = False) -> str:
+    """What `tau_greedy` and the all-anchor numbers are, for a board's results; `brief`: in
+    one 80-column line (the console's caption)."""
+    if brief:
+        if not has_greedy:
+            return "tau_top1: mean over all anchors (no tau_greedy yet)"
+        words = " / ".join(GREEDY_BRIEF[k] for k in labels) or GREEDY_BRIEF["cache"]
+        return f"tau_greedy: {words} · tau_top1: all-anchor mean"
+    if not has_greedy:
+        return f"{ALL_ANCHOR_WORDS} (no result has tau_greedy yet: evaluate again to get it)"
+    words = "; ".join(GREEDY_WORDS[k] for k in labels) or GREEDY_WORDS["cache"]
+    return f"tau_greedy: {words}; {ALL_ANCHOR_WORDS}"
 
 
 def format_metric(name: str, value: float | None) -> str:
@@ -135,6 +193,7 @@ class Row:
             "acc_per_position": (
                 self.result.metrics.get("acc_per_position") if self.result else None
             ),
+            "greedy": dict(self.result.greedy) if self.result and self.result.greedy else None,
         }
         if with_older:
             out["older"] = [r.as_dict() for r in self.older]
@@ -154,6 +213,9 @@ class Leaderboard:
     tasks: Mapping[str, tuple[Row, ...]] = field(default_factory=dict)
     note: str | None = None
     groups: tuple[str, ...] = ()  # semantics present, in ranking order (evals/semantics.py)
+    legend: str | None = None  # what tau_greedy and the all-anchor numbers are (`legend`)
+    legend_brief: str | None = None  # the same in one line (`legend(brief=True)`)
+    greedy_labels: tuple[str, ...] = ()  # the results' `greedy.labels` (evals/schema.py)
 
     def as_dict(self, *, with_older: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -162,6 +224,8 @@ class Leaderboard:
             "baseline": self.baseline,
             "baseline_source": self.baseline_source,
             "sort": self.sort,
+            "legend": self.legend,
+            "greedy_labels": list(self.greedy_labels),
             "columns": list(self.columns),
             "rows": [r.as_dict(self.baseline, with_older=with_older) for r in self.rows],
         }
@@ -235,7 +299,7 @@ def build_leaderboard(
     store: ResultsStore,
     suite: str,
     *,
-    sort: str = DEFAULT_SORT,
+    sort: str | None = None,
     tasks: bool = False,
     extra: Sequence[CheckpointRef] = (),
     include_pending: bool = True,
@@ -243,7 +307,8 @@ def build_leaderboard(
     """Rank `suite`'s checkpoints from the results store.
 
     `extra` adds checkpoints known to the caller (e.g. found under a run's
-    `checkpoints` glob) as rows even before they have a result.
+    `checkpoints` glob) as rows even before they have a result. `sort` None:
+    `default_sort` (tau_greedy when the board has it, else tau_top1).
     """
     results = store.results(suite)
     latest: dict[tuple[str, str], StoredResult] = {}  # (checkpoint, semantics)
@@ -293,6 +358,7 @@ def build_leaderboard(
                     )
                 )
     columns = metric_order({k for r in rows for k in r.metrics})
+    sort = sort or default_sort(columns)
     if sort not in columns and columns:
         known = ", ".join(columns)
         raise ValueError(f"cannot sort by {sort!r}: suite {suite} has the metrics {known}")
@@ -303,6 +369,13 @@ def build_leaderboard(
         note = (
             "no baseline: mark one with `baseline = true` in [[checkpoints]] or `b` in the console"
         )
+    lacking = [r for r in rows if r.evaluated and sort == HEADLINE and HEADLINE not in r.metrics]
+    if lacking and HEADLINE in columns:
+        extra_note = (
+            f"{len(lacking)} result{'s' if len(lacking) != 1 else ''} without tau_greedy (written "
+            "before it existed) rank last: evaluate again to rank them"
+        )
+        note = f"{note}; {extra_note}" if note else extra_note
     groups_note = _groups_note(rows, groups, baseline)
     if groups_note:
         note = f"{note}; {groups_note}" if note else groups_note
@@ -315,7 +388,7 @@ def build_leaderboard(
                 if row.result is None or task not in row.result.tasks:
                     continue
                 table = row.result.tasks[task]
-                metrics = {k: v for k, v in _scalars(table).items() if k != "n_anchors"}
+                metrics = {k: v for k, v in _scalars(table).items() if k not in TASK_COUNTS}
                 n = table.get("n_anchors")
                 base_run = latest.get((baseline or "", row.attention or ""))
                 base_task = _scalars(base_run.tasks.get(task, {})) if base_run else None
@@ -336,6 +409,7 @@ def build_leaderboard(
                     )
                 )
             task_rows[task] = _sorted(per, sort, groups)
+    labels = greedy_labels(r.result for r in rows)
     return Leaderboard(
         suite=suite,
         baseline=baseline,
@@ -346,6 +420,9 @@ def build_leaderboard(
         tasks=task_rows,
         note=note,
         groups=tuple(groups),
+        legend=legend(labels, HEADLINE in columns) if columns else None,
+        legend_brief=legend(labels, HEADLINE in columns, brief=True) if columns else None,
+        greedy_labels=tuple(labels),
     )
 
 

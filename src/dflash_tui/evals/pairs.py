@@ -1,6 +1,11 @@
-"""Calibration pairs for tau estimates: (training acc at a checkpoint's step, its measured tau_top1).
+"""Calibration pairs for tau estimates: (training acc at a checkpoint's step, its measured tau).
 
-The results store knows, per suite, each checkpoint's latest `tau_top1` and
+The measured tau is `tau_greedy` (greedy decoding's acceptance length on the
+suite's prompts, DESIGN §4.5) when at least two of the suite's points have it,
+else `tau_top1` (the all-anchor mean; results written before tau_greedy): one
+calibration never mixes the two, they differ by a factor of two or more.
+
+The results store knows, per suite, each checkpoint's latest tau and
 the run and step it came from; the run's training log knows the acc at that
 step. `tau_points` reads the first, `calibration_pairs` joins it with any
 `acc_at(run, step)` lookup: the console passes its live histories
@@ -30,50 +35,65 @@ from dflash_tui.remote.pool import HostPool
 AccLookup = Callable[[str, int], "float | None"]
 
 
+GREEDY, ALL_ANCHORS = "tau_greedy", "tau_top1"
+MIN_GREEDY_POINTS = 2  # fewer cannot calibrate: tau_top1 then
+
+
 @dataclass(frozen=True)
 class TauPoint:
-    """A checkpoint's measured tau_top1 on a suite, with the run and step it was trained to."""
+    """A checkpoint's measured tau on a suite, with the run and step it was trained to;
+    `metric` names which tau (`tau_greedy` or `tau_top1`)."""
 
     suite: str
     checkpoint: str
     run: str
     step: int
-    tau_top1: float
+    tau: float
     attention: str = S.DEFAULT  # the semantics it was measured under (evals/semantics.py)
+    metric: str = ALL_ANCHORS
 
 
 def tau_points(
     store: ResultsStore, suite: str, run: str | None = None, attention: str | None = None
 ) -> list[TauPoint]:
-    """Latest tau_top1 per checkpoint of `suite` whose run and step are known (optionally one
-    run), all under one attention semantics: `attention`, else the best-covered one."""
+    """Latest tau per checkpoint of `suite` whose run and step are known (optionally one
+    run), all under one attention semantics (`attention`, else the best-covered one) and
+    one metric: tau_greedy when at least two of those points have it, else tau_top1."""
     seen: set[tuple[str, str]] = set()
-    points: list[TauPoint] = []
+    latest = []
     for r in store.results(suite):  # newest first: the first per checkpoint is its latest
         if (r.checkpoint, r.semantics) in seen:
             continue
         seen.add((r.checkpoint, r.semantics))
-        tau = r.metric("tau_top1")
-        if r.run is None or r.step is None or tau is None:
+        if r.run is None or r.step is None or r.metric(ALL_ANCHORS) is None:
             continue
         if run is not None and r.run != run:
             continue
-        points.append(TauPoint(suite, r.checkpoint, r.run, r.step, tau, r.semantics))
+        latest.append(r)
     if attention is None:
         counts = {
-            g: sum(p.attention == g for p in points) for g in S.ordered(p.attention for p in points)
+            g: sum(r.semantics == g for r in latest) for g in S.ordered(r.semantics for r in latest)
         }
         attention = max(counts, key=lambda g: counts[g], default=S.DEFAULT)  # first on a tie
-    return sorted((p for p in points if p.attention == attention), key=lambda p: (p.run, p.step))
+    latest = [r for r in latest if r.semantics == attention]
+    greedy = sum(r.metric(GREEDY) is not None for r in latest) >= MIN_GREEDY_POINTS
+    metric = GREEDY if greedy else ALL_ANCHORS
+    points = []
+    for r in latest:
+        tau = r.metric(metric)
+        if tau is not None:
+            assert r.run is not None and r.step is not None
+            points.append(TauPoint(suite, r.checkpoint, r.run, r.step, tau, r.semantics, metric))
+    return sorted(points, key=lambda p: (p.run, p.step))
 
 
 def calibration_pairs(points: Iterable[TauPoint], acc_at: AccLookup) -> list[tuple[float, float]]:
-    """(acc, tau_top1) for each point whose run's acc at that step is known."""
+    """(acc, tau) for each point whose run's acc at that step is known."""
     pairs = []
     for p in points:
         acc = acc_at(p.run, p.step)
         if acc is not None:
-            pairs.append((float(acc), p.tau_top1))
+            pairs.append((float(acc), p.tau))
     return pairs
 
 

@@ -21,11 +21,22 @@ from typing import Any
 
 from dflash_tui.config import Config
 from dflash_tui.evals import semantics as S
-from dflash_tui.evals.leaderboard import choose_baseline, leaderboard_suites, metric_order
+from dflash_tui.evals.leaderboard import (
+    HEADLINE,
+    choose_baseline,
+    greedy_labels,
+    leaderboard_suites,
+    legend,
+    metric_order,
+)
 from dflash_tui.evals.store import ResultsStore, StoredResult
 from dflash_tui.evals.targets import step_from_name
 
-DEFAULT_METRICS = ("tau_top1", "acc", "streak_top1")
+# the first three a run's results have are shown: tau_greedy (greedy decoding's acceptance
+# length) beside tau_top1 (the all-anchor mean), then acc; streak_top1 stands in for a
+# series that has none of tau_greedy yet
+DEFAULT_METRICS = ("tau_greedy", "tau_top1", "acc", "streak_top1")
+SHOWN_METRICS = 3
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,7 @@ class RunProgress:
     series: Mapping[str, MetricSeries] = field(default_factory=dict)
     note: str | None = None
     attention: str | None = None  # the one semantics its series hold (evals/semantics.py)
+    legend: str | None = None  # what tau_greedy and tau_top1 are (evals.leaderboard.legend)
 
     @property
     def metrics(self) -> list[str]:
@@ -94,6 +106,7 @@ class RunProgress:
             "attention": self.attention,
             "baseline": self.baseline,
             "metrics": {name: s.as_dict() for name, s in self.series.items()},
+            "legend": self.legend,
         }
         if self.note:
             out["note"] = self.note
@@ -175,7 +188,9 @@ def build_progress(
         for p in pts
     ):
         note = f"{note}; {S.ASSUMED_NOTE}" if note else S.ASSUMED_NOTE
-    return RunProgress(run, suite, baseline, series, note, attention)
+    labels = greedy_labels(latest.values())
+    words = legend(labels, HEADLINE in series, brief=True) if series else None
+    return RunProgress(run, suite, baseline, series, note, attention, words)
 
 
 def run_progress(
@@ -199,7 +214,8 @@ def format_progress(progress: RunProgress, metrics: tuple[str, ...] = DEFAULT_ME
     """A plain-text table: one line per checkpoint (step order), then the baseline's."""
     from dflash_tui.evals.leaderboard import format_metric
 
-    shown = [m for m in metrics if m in progress.series] or list(progress.series)[:3]
+    shown = [m for m in metrics if m in progress.series][:SHOWN_METRICS]
+    shown = shown or list(progress.series)[:SHOWN_METRICS]
     title = f"== {progress.run} on {progress.suite}: baseline {progress.baseline or '-'}"
     if progress.attention:
         title += f"; {S.describe(progress.attention)}"
@@ -224,6 +240,8 @@ def format_progress(progress: RunProgress, metrics: tuple[str, ...] = DEFAULT_ME
     ratio = progress.series[shown[0]].latest_ratio
     if ratio is not None:
         lines.append(f"latest {shown[0]}: {ratio * 100:.0f}% of {progress.baseline}")
+    if progress.legend:
+        lines.append(progress.legend)
     if progress.note:
         lines.append(f"note: {progress.note}")
     return "\n".join(lines)
@@ -231,6 +249,7 @@ def format_progress(progress: RunProgress, metrics: tuple[str, ...] = DEFAULT_ME
 
 __all__ = [
     "DEFAULT_METRICS",
+    "SHOWN_METRICS",
     "MetricSeries",
     "Point",
     "RunProgress",

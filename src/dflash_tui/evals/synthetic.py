@@ -18,7 +18,10 @@ built so that eval numbers mean something:
   top-k streaks exceed top-1 ones) and the next anchor starts there. The
   teacher's ``streak_top1`` at each such anchor is the accepted length, so
   streaks vary per anchor and per task, and a perfect drafter scores about
-  ``sum(accept_prob**k for k in 1..B-1)``.
+  ``sum(accept_prob**k for k in 1..B-1)``. Blocks go on to the sample's end
+  (the last ones cut short, as a decoder's are), so with a response mask
+  (``anchors="all"``) the teacher's greedy decoding path (``tau_greedy``) is
+  the path the cache was written along.
 
 Both write through a small built-in safetensors writer, so neither numpy nor a
 GPU is needed. The forward used to make the tokens is the harness's own.
@@ -325,7 +328,9 @@ def write_cache(
         )
     contexts = [model.context(s.features.float()) for s in samples]
     while True:
-        active = [i for i, s in enumerate(samples) if s.pos + b - 1 <= seq_len - 1]
+        # blocks go on to the end, the last ones cut short, as a decoder's do; their
+        # anchors are marked like the others but score no all-anchor metric (no whole block)
+        active = [i for i, s in enumerate(samples) if s.pos < seq_len - 1]
         if not active:
             break
         anchor_pos = torch.tensor([samples[i].pos for i in active])
@@ -341,18 +346,19 @@ def write_cache(
         for row, i in enumerate(active):
             s = samples[i]
             a = s.pos
+            room = min(b - 1, seq_len - 1 - a)  # labels that exist after this anchor
             kept = 0
-            while kept < b - 1 and rng.random() < s.accept:
+            while kept < room and rng.random() < s.accept:
                 kept += 1
             s.ids[a + 1 : a + 1 + kept] = order[row, :kept, 0]
-            if kept < b - 1:
+            if kept < room:
                 best = int(order[row, kept, 0])
                 if rng.random() < near_miss:
                     s.ids[a + 1 + kept] = order[row, kept, rng.randint(1, 3)]
                 else:
                     s.ids[a + 1 + kept] = (best + rng.randint(1, v - 1)) % v
             s.mask[a] = 1
-            s.pos = a + 1 + kept
+            s.pos = a + 1 + kept  # past the end once the last block took every label
     if anchors == "all":
         for s in samples:
             s.mask[start:] = 1

@@ -67,7 +67,7 @@ METRICS_EVERY_S = 10.0
 report from the endpoint covers what a report from the log covers."""
 
 Calibration = Callable[[str], Sequence[tuple[float, float]]]
-"""run name -> (training acc at a checkpoint's step, measured tau_top1) pairs."""
+"""run name -> (training acc at a checkpoint's step, measured tau: tau_greedy, else tau_top1) pairs."""
 
 
 @dataclass(frozen=True)

@@ -110,19 +110,23 @@ class GreedyWalks:
     def __init__(self, loss_masks: Sequence[torch.Tensor], budgets: Sequence[int]):
         self.kinds = (TOP1, *sorted(set(budgets)))
         self.walks: list[Walk] = []
+        self._of_sample: dict[int, list[Walk]] = {}
         self.generated = [0] * len(loss_masks)
         self.runs = 0
+        self.single_runs = 0  # runs of one position: nothing to draft (a mask of anchors only?)
         self.covered = 0  # positions the walks have advanced over, all walks together
         self._waiting: dict[tuple[int, int], list[Walk]] = {}
         for si, mask in enumerate(loss_masks):
             for first, last in loss_runs(mask):
                 if last <= first:
+                    self.single_runs += 1
                     continue  # one token: the one prefill emits, nothing to draft
                 self.runs += 1
                 self.generated[si] += last - first
                 for kind in self.kinds:
                     walk = Walk(si, first, last, kind)
                     self.walks.append(walk)
+                    self._of_sample.setdefault(si, []).append(walk)
                     self._waiting.setdefault((si, first), []).append(walk)
 
     def wants(self, sample: int, position: int) -> bool:
@@ -159,8 +163,8 @@ class GreedyWalks:
         """Blocks and generated tokens over ``samples`` (default: all)."""
         chosen = set(range(len(self.generated)) if samples is None else samples)
         out = GreedyTotals(sum(self.generated[s] for s in chosen), dict.fromkeys(self.kinds, 0))
-        for walk in self.walks:
-            if walk.sample in chosen:
+        for sample in chosen:
+            for walk in self._of_sample.get(sample, ()):
                 out.blocks[walk.budget] += walk.blocks
         return out
 

@@ -524,6 +524,16 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
         emit({"event": "note", "message": note})
     runner = Runner.from_inputs(inputs, device, dtype, width, attention)
     walks = GreedyWalks([s.loss_mask for s in inputs.samples], budgets)  # type: ignore[misc]
+    if walks.single_runs > walks.runs:
+        emit(
+            {
+                "event": "note",
+                "message": f"loss_mask marks {walks.single_runs} isolated positions and "
+                f"{walks.runs} longer runs: tau_greedy walks each run of loss_mask == 1 as a "
+                "response, so a mask of anchor positions only leaves it little to walk (its "
+                "tau_greedy says little)",
+            }
+        )
     # Every anchor scored: the walks advance as the anchors they wait for go by. A subset:
     # its anchors are kept for the walks, which score the rest of their paths afterwards.
     subset = len(anchors) < len(every)
@@ -554,9 +564,11 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
 
     metrics = {**suite.summary(), **greedy_metrics(walks.totals())}
     task_out = {}
+    of_task: dict[str, list[int]] = {}
+    for i, spec in enumerate(inputs.samples):
+        of_task.setdefault(spec.name, []).append(i)
     for name, t in tasks.items():
-        mine = [i for i, s in enumerate(inputs.samples) if s.name == name]
-        greedy = walks.totals(mine)
+        greedy = walks.totals(of_task[name])
         task_out[name] = {
             "n_anchors": t.n_anchors,
             "n_blocks": greedy.blocks[TOP1],

@@ -10,6 +10,11 @@ on this suite, `b` makes it the baseline, enter shows its per-task results,
 `p` plots its run's progress over training. Until eval support
 is available (or no suite is configured), the pane says what will appear.
 
+The headline is `tau_greedy` (greedy speculative decoding on the suite's
+prompts), with `tau_top1` (the mean over every anchor) beside it; the caption's
+second line says which is which and whether `tau_greedy` is exact or walked on
+the cache's labels (`Leaderboard.legend_brief`).
+
 Served results (`dflash-tui import`: tau from real decoding) sit below, in a table
 of their own under a label saying so, never ranked with the offline rows; the
 section is absent while the suite has none.
@@ -175,9 +180,10 @@ class LeaderboardPane(PaneMixin, Vertical):
     def _fit(self, labels: dict[str, str], rows: list[dict[str, Text]], sort: str) -> list[str]:
         """The columns that fit the pane, taken by priority (the checkpoint, the sort
         metric, its ratio to the baseline, when it was measured or the job measuring it,
-        the rank, acc, the step (a run's checkpoint names hold it too), then the other
-        metrics), shown in `labels`' order. A cut header (`measure`) or a cut job state is
-        never shown: the column goes instead."""
+        the rank, tau_top1 when the sort is tau_greedy (the decoding path's number and
+        the all-anchor one side by side), acc, the step (a run's checkpoint names hold it
+        too), then the other metrics), shown in `labels`' order. A cut header (`measure`)
+        or a cut job state is never shown: the column goes instead."""
         room = self.size.width - 2  # a vertical scrollbar's gutter, when rows overflow
         if room <= 0:
             return list(labels)  # not laid out yet: a resize draws again
@@ -186,7 +192,8 @@ class LeaderboardPane(PaneMixin, Vertical):
             key: pad + max([len(label), *(cells[key].cell_len for cells in rows)])
             for key, label in labels.items()
         }
-        first = ["checkpoint", sort, "ratio", "when", "rank", "acc", "step"]
+        beside = ["tau_top1"] if sort == "tau_greedy" else []  # the all-anchor number too
+        first = ["checkpoint", sort, "ratio", "when", "rank", *beside, "acc", "step"]
         order = [k for k in first if k in labels] + [k for k in labels if k not in first]
         kept: set[str] = set()
         for key in order:
@@ -247,6 +254,8 @@ class LeaderboardPane(PaneMixin, Vertical):
         out.append(f"  baseline {base}" + (f" ({how})" if how else ""))
         out.append(f"  sorted by {board.sort}")
         out.append("  p: progress", self._style("dim"))  # not in the footer: it is full at 80
+        if board.legend_brief:  # which number is the decoding path's, which the anchors'
+            out.append(f"\n{board.legend_brief}", self._style("dim"))
         if board.note:
             out.append(f"\n{board.note}", self._style("dim"))
         return out

@@ -91,10 +91,11 @@ MAX_CHARTS = 3
 
 
 def shown_metrics(progress: RunProgress | None) -> list[str]:
-    """The metrics to chart: the usual three where the run has them, else its first three."""
+    """The metrics to chart: the first three of the usual ones (tau_greedy, tau_top1, acc,
+    streak_top1) the run has, else its first three."""
     if progress is None:
         return []
-    wanted = [m for m in DEFAULT_METRICS if m in progress.series]
+    wanted = [m for m in DEFAULT_METRICS if m in progress.series][:MAX_CHARTS]
     return wanted or list(progress.series)[:MAX_CHARTS]
 
 
