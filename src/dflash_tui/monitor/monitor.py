@@ -34,7 +34,6 @@ from dflash_tui.monitor.probe_stream import ProbeStream
 from dflash_tui.monitor.served import ServedAcceptance
 from dflash_tui.monitor.served_metrics import EndpointReader, metrics_series
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailNotice
-from dflash_tui.monitor.tasks import cancel_and_wait
 from dflash_tui.monitor.views import (
     AcceptanceDropped,
     HostReachabilityChanged,
@@ -51,6 +50,7 @@ from dflash_tui.monitor.views import (
 from dflash_tui.remote.errors import CommandFailed, RemoteError
 from dflash_tui.remote.http import http_get
 from dflash_tui.remote.pool import HostPool
+from dflash_tui.tasks import cancel_and_wait
 from dflash_tui.tau import TauEstimate, estimate_tau
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,6 @@ source's `dd` and pipes it into the same `dd`. Either way both dd reports
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -190,12 +189,3 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         n = os.pwrite(fd, view, offset)
         view = view[n:]
         offset += n
-
-
-async def cancel_and_wait(tasks: list[asyncio.Task[object]]) -> None:
-    """Cancel tasks and wait until they are gone (their errors no longer matter)."""
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(BaseException):
-            await task

@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dflash_tui.tasks import cancel_and_wait
 from dflash_tui.transfer import destination, trace
 from dflash_tui.transfer import direct as direct_mode
 from dflash_tui.transfer.endpoints import Endpoint
@@ -38,7 +39,7 @@ from dflash_tui.transfer.events import (
     TransferStarted,
 )
 from dflash_tui.transfer.hashing import PrefixHasher, complete_prefix
-from dflash_tui.transfer.movers import RangeMover, RangeTask, cancel_and_wait
+from dflash_tui.transfer.movers import RangeMover, RangeTask
 from dflash_tui.transfer.plan import (
     SourceFile,
     SourceTree,
