@@ -36,6 +36,14 @@ round; medians per method and ratios. The namespaces go on exit, Ctrl-C too.
 
     .venv/bin/python bench/relay.py --netns --sizes 1M,256M,1G,tree --rounds 5
     .venv/bin/python bench/relay.py --netns --sizes 1M,tree --rounds 2   # short
+
+The hosts run `python3` from their PATH (as sshd sets it), as a stranger's
+hosts would; `--host-python PATH` puts another one first on that PATH, and
+`--slow-python` a wrapper that sleeps 0.15 s before it execs the real one (as
+a pyenv shim or a module-loading wrapper does on many GPU boxes). The load
+average is printed before, after and with every round.
+
+    .venv/bin/python bench/relay.py --netns --sizes 1M,256M,tree --slow-python
 """
 
 from __future__ import annotations
@@ -70,6 +78,7 @@ from tests.transfer.netns import (  # noqa: E402
 )
 
 MB = 1_000_000
+SLOW_PYTHON_S = 0.15
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
@@ -284,14 +293,30 @@ def main() -> None:
         "alternating with the rest",
     )
     parser.add_argument("--size-mib", type=int, default=1024)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--host-python",
+        default=None,
+        metavar="PATH",
+        help="--netns: the hosts' python3 is this one (default: what the hosts' PATH gives)",
+    )
+    parser.add_argument(
+        "--slow-python",
+        action="store_true",
+        help=f"--netns: the hosts' python3 is a wrapper that sleeps {SLOW_PYTHON_S} s, then "
+        "execs the real one (a pyenv shim's start-up)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="rounds (default 5 with --netns, else 3)"
+    )
     parser.add_argument("--streams", type=int, default=None, help="dflash-tui relay --streams")
     parser.add_argument("--methods", default="relay,scp3,pipe")
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
     if args.netns:
+        args.rounds = args.rounds or 5
         netns_main(args)
         return
+    args.rounds = args.rounds or 3
     if not shutil.which("sshd") and not Path("/usr/sbin/sshd").exists():
         raise SystemExit("needs OpenSSH sshd (apt-get install openssh-server)")
     work = Path(tempfile.mkdtemp(prefix="relay-bench-", dir=args.dir))
@@ -391,7 +416,14 @@ def _load() -> str:
 class NetnsBench:
     """Eval and train hosts in namespaces that reach only this machine (the jump host)."""
 
-    def __init__(self, work: Path, streams: int | None, before_src: Path | None = None) -> None:
+    def __init__(
+        self,
+        work: Path,
+        streams: int | None,
+        before_src: Path | None = None,
+        host_python: str | None = None,
+        slow_python: float = 0.0,
+    ) -> None:
         self.work = work
         self.streams = streams
         self.before_src = before_src
@@ -399,11 +431,16 @@ class NetnsBench:
         self.hosts: list[SshdHost] = []
         remove_stale_namespaces(NETNS_PREFIX)
         self.key = ClientKey.generate(work / "key")
+        env = _host_python_env(work / "host-bin", host_python, slow_python)
         for letter in "et":
             self.namespaces.append(make_namespace(letter, NETNS_PREFIX))
         ns_e, ns_t = self.namespaces
-        self.eval = SshdHost(work / "eval", self.key, netns=ns_e.name, address=ns_e.address)
-        self.train = SshdHost(work / "train", self.key, netns=ns_t.name, address=ns_t.address)
+        self.eval = SshdHost(
+            work / "eval", self.key, netns=ns_e.name, address=ns_e.address, env=env
+        )
+        self.train = SshdHost(
+            work / "train", self.key, netns=ns_t.name, address=ns_t.address, env=env
+        )
         for host in (self.eval, self.train):
             self.hosts.append(host.start())
         if ns_e.can_connect(self.train.address, 22) or ns_t.can_connect(self.eval.address, 22):
@@ -430,6 +467,17 @@ class NetnsBench:
             host.stop()
         for ns in self.namespaces:
             delete_namespace(ns.name)
+
+    def host_python(self) -> str:
+        """Which python3 the hosts' sessions find, and how long `python3 -c pass` takes there."""
+        out = subprocess.run(
+            [*self._ssh(self.eval), 'command -v python3; python3 -V; '
+             's=$(date +%s.%N); python3 -c pass; e=$(date +%s.%N); echo "$s $e"'],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        where, version, times = out.stdout.strip().splitlines()[-3:]
+        start, end = map(float, times.split())
+        return f"{where} ({version}, `python3 -c pass` {end - start:.3f} s)"
 
     def _ssh(self, host: SshdHost) -> list[str]:
         return [
@@ -495,6 +543,33 @@ class NetnsBench:
         return time.perf_counter() - started, dst, {}
 
 
+# What OpenSSH's sshd gives a session as PATH (Debian's build) when nothing else is set.
+SSHD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _host_python_env(bin_dir: Path, host_python: str | None, slow_s: float) -> dict[str, str]:
+    """The hosts' session environment for `--host-python` / `--slow-python`.
+
+    Neither: nothing (the hosts' PATH decides, as for a stranger). Otherwise a
+    directory put first on the hosts' PATH holds `python3`: a link to
+    `host_python`, or (`slow_s`) a wrapper that sleeps, then execs the real
+    one, like a pyenv shim or a module-loading wrapper on a GPU box.
+    """
+    if host_python is None and not slow_s:
+        return {}
+    real = host_python or shutil.which("python3", path=SSHD_PATH)
+    if real is None:
+        raise SystemExit("no python3 on the hosts' PATH to wrap")
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    wrapper = bin_dir / "python3"
+    if slow_s:
+        wrapper.write_text(f'#!/bin/sh\nsleep {slow_s}\nexec {real} "$@"\n')
+        wrapper.chmod(0o755)
+    else:
+        wrapper.symlink_to(real)
+    return {"PATH": f"{bin_dir}:{SSHD_PATH}"}
+
+
 def _trace(stderr: str) -> dict[str, float]:
     """Phase timestamps the relay prints with DFLASH_TUI_RELAY_TRACE=1 (`trace PHASE SECONDS`)."""
     phases: dict[str, float] = {}
@@ -529,9 +604,14 @@ def netns_main(args: argparse.Namespace) -> None:
     times: dict[tuple[str, str], list[float]] = {}
     traces: dict[str, list[dict[str, float]]] = {}
     uptime0 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    print(f"uptime before: {uptime0}", flush=True)
+    python_line = ""
     try:
         before = Path(args.before_src).resolve() if args.before_src else None
-        bench = NetnsBench(work, args.streams, before)
+        slow = SLOW_PYTHON_S if args.slow_python else 0.0
+        bench = NetnsBench(work, args.streams, before, args.host_python, slow)
+        python_line = bench.host_python()
+        print(f"hosts' python3: {python_line}", flush=True)
         sources: dict[str, tuple[Path, object]] = {}
         for item in items:
             if item == TREE:
@@ -571,6 +651,7 @@ def netns_main(args: argparse.Namespace) -> None:
     print()
     print(f"uptime before: {uptime0}")
     print(f"uptime after:  {uptime1}")
+    print(f"hosts' python3: {python_line}")
     print(f"{args.rounds} round(s), {os.cpu_count()} CPUs, medians")
     print("| item | relay s | scp -3 s | pipe s | relay / scp -3 | relay / pipe | before s |")
     print("|---|---|---|---|---|---|---|")

@@ -115,6 +115,9 @@ class SshdHost:
     extra_config: Sequence[str] = ()
     log_level: str = "ERROR"  # DEBUG3 logs every packet received ("receive packet: type N")
     home: Path | None = None  # $HOME of its sessions (default: ROOT/home)
+    # More environment for its sessions (sshd honours only its first SetEnv line, so
+    # these go on the same line as HOME); e.g. PATH, to give the hosts another python3.
+    env: Mapping[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     host_key: asyncssh.SSHKey | None = None
     log_path: Path = field(init=False)
@@ -157,7 +160,7 @@ class SshdHost:
             f"MaxSessions {self.max_sessions}",
             "MaxStartups 100",
             f"LogLevel {self.log_level}",
-            f"SetEnv HOME={self.home}",
+            "SetEnv " + " ".join(f"{k}={v}" for k, v in {"HOME": self.home, **self.env}.items()),
             "Subsystem sftp internal-sftp",
             *self.extra_config,
         ]
