@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from dflash_tui.core.state import Schema
+from dflash_tui.core.state import Schema, apply_schema
 
 RATE_WINDOW_S = 3600.0
 KEEP_SENT_S = 7 * 24 * 3600.0  # event claims and sends older than this are pruned
@@ -68,6 +68,7 @@ class NotifyStore:
     def __init__(self, conn: sqlite3.Connection, *, pid: int | None = None) -> None:
         self.conn = conn
         self.pid = os.getpid() if pid is None else pid
+        apply_schema(conn, SCHEMA)  # once per database; a no-op after that
 
     # ---------------------------------------------------------------- conditions
 

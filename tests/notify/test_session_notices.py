@@ -1,0 +1,162 @@
+"""The session's events as notices, delivered for real to a loopback webhook.
+
+The session here is a stand-in that hands `SessionNotifications` the events a
+ConsoleSession emits (monitor events, JobsChanged) and the snapshots it reads
+(run views, jobs, stored results); the Notifier, its state database and apprise's
+delivery are real. The watch test (test_watch.py) runs the whole thing on the
+demo cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from dflash_tui.console.events import JobsChanged
+from dflash_tui.console.notifications import SessionNotifications
+from dflash_tui.core.state import open_state
+from dflash_tui.evals.jobs.job import Job
+from dflash_tui.monitor.views import HostReachabilityChanged
+from dflash_tui.notify import SCHEMA, Notifier, NotifyStore, parse_notify
+from tests.notify.hookserver import HookServer
+from tests.waiting import async_wait_until
+
+
+class FakeSession:
+    def __init__(self) -> None:
+        self.subscribers: list[Any] = []
+        self.config = SimpleNamespace(runs=[SimpleNamespace(name="slammed5", host="trainbox")])
+        self.evals_available = True
+        self._jobs: list[Job] = []
+        self.results: list[Any] = []
+        self._manager = SimpleNamespace(
+            results=SimpleNamespace(results=lambda suite, checkpoint: self.results)
+        )
+
+    def subscribe(self, callback: Any) -> Any:
+        self.subscribers.append(callback)
+        return lambda: self.subscribers.remove(callback)
+
+    def emit(self, event: Any) -> None:
+        for callback in self.subscribers:
+            callback(event)
+
+    def jobs(self) -> tuple[Job, ...]:
+        return tuple(self._jobs)
+
+    def run(self, name: str) -> Any:
+        raise KeyError(name)
+
+    def transfers(self) -> tuple[Any, ...]:
+        return ()
+
+
+def notifications(tmp_path: Path, hook: HookServer, session: FakeSession) -> SessionNotifications:
+    settings, _ = parse_notify({"urls": [f"json://127.0.0.1:{hook.port}/hook"]}, {})
+    assert settings is not None
+    store = NotifyStore(open_state(tmp_path / "state", SCHEMA))
+    seen: list[str] = []
+    notes = SessionNotifications(
+        session, Notifier(settings, store), on_notice=lambda n, o: seen.append(n.headline())
+    )
+    notes.attach()
+    return notes
+
+
+async def test_a_host_down_then_recovered(tmp_path: Path, hook: HookServer) -> None:
+    session = FakeSession()
+    notes = notifications(tmp_path, hook, session)
+    session.emit(HostReachabilityChanged("trainbox", False, "connection refused"))
+    await async_wait_until(lambda: len(hook.received()) == 1, "the host-down message")
+    session.emit(HostReachabilityChanged("trainbox", False, "connection refused"))
+    session.emit(HostReachabilityChanged("trainbox", True, None))
+    await async_wait_until(lambda: len(hook.received()) == 2, "the recovery message")
+    await notes.idle()
+    got = [m.message for m in hook.received()]
+    print("\n\n".join(got))
+    assert got[0] == (
+        "HOST DOWN | host trainbox | unreachable: connection refused\nruns on it: slammed5"
+    )
+    assert got[1].startswith("HOST RECOVERED | host trainbox | reachable again\ndown for ")
+    await notes.close()
+
+
+async def test_a_finished_eval_with_its_numbers_and_the_sweep(
+    tmp_path: Path, hook: HookServer
+) -> None:
+    session = FakeSession()
+    notes = notifications(tmp_path, hook, session)
+    now = time.time()
+    job = Job(
+        id="j7f3a",
+        backend="ssh",
+        host="evalbox",
+        suite="coding10",
+        checkpoint="slammed5@step-40000",
+        checkpoint_host="trainbox",
+        checkpoint_path="workspace/checkpoints/slammed5/step-40000",
+        state="done",
+        created_at=now - 200,
+        updated_at=now,
+        run="slammed5",
+        step=40000,
+        gpu="cuda:0",
+        started_at=now - 185,
+        finished_at=now - 2,
+    )
+    session._jobs = [job]
+    session.emit(JobsChanged(job.id))  # done, not collected yet: no message
+    await notes.idle()
+    assert hook.received() == []
+    session._jobs = [Job(**{**job.__dict__, "collected_at": now})]
+    session.results = [
+        SimpleNamespace(
+            job_id="j7f3a",
+            metrics={"tau_greedy": 4.1234, "tau_top1": 3.8012, "acc": 0.4123, "streak_top1": 2.8},
+        )
+    ]
+    session.emit(JobsChanged(job.id))
+    session.emit(JobsChanged(job.id))  # collected twice over: still one message
+    await async_wait_until(lambda: len(hook.received()) == 2, "the eval and sweep messages")
+    await notes.idle()
+    got = [m.message for m in hook.received()]
+    print("\n\n".join(got))
+    assert got[0] == (
+        "EVAL FINISHED | host evalbox | run slammed5 | tau_greedy 4.123, tau_top1 3.801, acc 0.412\n"
+        "slammed5@step-40000 (step 40000) on suite coding10\n"
+        "streak_top1 2.800\n"
+        "job j7f3a on cuda:0, 3m03s"
+    )
+    assert got[1] == (
+        "SWEEP FINISHED | host evalbox | run slammed5 | 1 checkpoint evaluated\n"
+        "best tau_greedy 4.123: slammed5@step-40000 (step 40000) on suite coding10"
+    )
+    await notes.close()
+
+
+async def test_old_jobs_are_history(tmp_path: Path, hook: HookServer) -> None:
+    session = FakeSession()
+    notes = notifications(tmp_path, hook, session)
+    long_ago = time.time() - 86400
+    session._jobs = [
+        Job(
+            id="old",
+            backend="ssh",
+            host="evalbox",
+            suite="s",
+            checkpoint="c",
+            checkpoint_host="evalbox",
+            checkpoint_path="p",
+            state="failed",
+            created_at=long_ago,
+            updated_at=long_ago,
+            finished_at=long_ago,
+            exit_code=1,
+        )
+    ]
+    session.emit(JobsChanged(None))
+    await notes.idle()
+    assert hook.received() == []
+    await notes.close()
