@@ -16,26 +16,24 @@ from typing import TYPE_CHECKING, TextIO
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import print_json, print_table
-from dflash_tui.config import load_config
-from dflash_tui.transfer import (
-    EndpointError,
+from dflash_tui.core.config import load_config
+from dflash_tui.core.units import plural, rate, size, size_pair
+from dflash_tui.transfer import trace
+from dflash_tui.transfer.events import (
     FileProgress,
     FileVerified,
     Retrying,
-    TransferError,
     TransferEvent,
     TransferFailed,
     TransferFinished,
     TransferStarted,
-    list_transfers,
-    open_transfer_state,
-    trace,
 )
 from dflash_tui.transfer.verify import DEFAULT_RANGE_BYTES
-from dflash_tui.units import plural, rate, size, size_pair
+
+# The engine (and asyncssh with it) loads inside run(), once the arguments are known.
 
 if TYPE_CHECKING:
-    from dflash_tui.transfer import RelayOptions
+    from dflash_tui.transfer import RelayOptions, TransferError
 
 LIST_COLUMNS = [
     ("id", "ID"),
@@ -113,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("relay needs SRC and DST (or --resume ID, or --list)", 2)
     if args.retries < 0 or args.streams < 1 or args.range_mib < 1:
         raise CommandError("--retries must be >= 0, --streams and --range-mib >= 1", 2)
-    from dflash_tui.transfer import RelayOptions  # the engine loads only to run one
+    from dflash_tui.transfer.results import RelayOptions  # the engine loads only to run one
 
     options = RelayOptions(
         force=args.force,
@@ -134,7 +132,10 @@ def run(args: argparse.Namespace) -> int:
 async def _relay(config, args: argparse.Namespace, options: RelayOptions, printer) -> int:  # type: ignore[no-untyped-def]
 
     from dflash_tui.remote.pool import HostPool
-    from dflash_tui.transfer import relay, resume_transfer
+    from dflash_tui.transfer import open_transfer_state
+    from dflash_tui.transfer.dispatch import relay, resume_transfer
+    from dflash_tui.transfer.endpoints import EndpointError
+    from dflash_tui.transfer.errors import TransferError
 
     trace.mark("imported")
     conn = open_transfer_state(config.console.state_dir)
@@ -165,6 +166,8 @@ async def _relay(config, args: argparse.Namespace, options: RelayOptions, printe
 
 
 def _list(state_dir, as_json: bool) -> int:  # type: ignore[no-untyped-def]
+    from dflash_tui.transfer import list_transfers, open_transfer_state
+
     conn = open_transfer_state(state_dir)
     try:
         records = list_transfers(conn)

@@ -16,30 +16,75 @@ FileVerified, Retrying, TransferFinished, TransferFailed.
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from dflash_tui.state import open_state
-from dflash_tui.transfer.completion import PathCompletion, complete_path
-from dflash_tui.transfer.direct import DirectCheck, check_direct
-from dflash_tui.transfer.dispatch import relay, resume_transfer
-from dflash_tui.transfer.endpoints import Endpoint, EndpointError, parse_endpoint
-from dflash_tui.transfer.errors import ConnectionLost, TransferError
-from dflash_tui.transfer.events import (
-    FileProgress,
-    FileVerified,
-    Retrying,
-    TransferEvent,
-    TransferFailed,
-    TransferFinished,
-    TransferStarted,
-)
-from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
-from dflash_tui.transfer.store import SCHEMA, TransferRecord, list_transfers
+if TYPE_CHECKING:
+    import sqlite3
+    from pathlib import Path
+
+    from dflash_tui.transfer.completion import PathCompletion, complete_path
+    from dflash_tui.transfer.direct import DirectCheck, check_direct
+    from dflash_tui.transfer.dispatch import relay, resume_transfer
+    from dflash_tui.transfer.endpoints import Endpoint, EndpointError, parse_endpoint
+    from dflash_tui.transfer.errors import ConnectionLost, TransferError
+    from dflash_tui.transfer.events import (
+        FileProgress,
+        FileVerified,
+        Retrying,
+        TransferEvent,
+        TransferFailed,
+        TransferFinished,
+        TransferStarted,
+    )
+    from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
+    from dflash_tui.transfer.store import SCHEMA, TransferRecord, list_transfers
+
+# Each public name and the module it lives in: loaded on first use, so importing
+# `dflash_tui.transfer` (or one light part of it, such as its events) does not
+# pay for the whole engine; `dflash-tui relay` reaches its first connection sooner.
+_WHERE = {
+    "PathCompletion": "completion",
+    "complete_path": "completion",
+    "DirectCheck": "direct",
+    "check_direct": "direct",
+    "relay": "dispatch",
+    "resume_transfer": "dispatch",
+    "Endpoint": "endpoints",
+    "EndpointError": "endpoints",
+    "parse_endpoint": "endpoints",
+    "ConnectionLost": "errors",
+    "TransferError": "errors",
+    "FileProgress": "events",
+    "FileVerified": "events",
+    "Retrying": "events",
+    "TransferEvent": "events",
+    "TransferFailed": "events",
+    "TransferFinished": "events",
+    "TransferStarted": "events",
+    "FileResult": "results",
+    "RelayOptions": "results",
+    "TransferResult": "results",
+    "SCHEMA": "store",
+    "TransferRecord": "store",
+    "list_transfers": "store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 def open_transfer_state(state_dir: Path) -> sqlite3.Connection:
     """The state database with the transfers tables in place."""
+    from dflash_tui.core.state import open_state
+    from dflash_tui.transfer.store import SCHEMA
+
     return open_state(state_dir, SCHEMA)
 
 

@@ -24,9 +24,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dflash_tui.tasks import cancel_and_wait
+from dflash_tui.core.tasks import cancel_and_wait
 from dflash_tui.transfer import destination, trace
 from dflash_tui.transfer import direct as direct_mode
+from dflash_tui.transfer import small as small_path
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import (
@@ -145,7 +146,8 @@ class HostRelay:
         self._fresh = True  # nothing recorded was checked by this process yet
         # Streams (streams.py) need python3 on both hosts; without it, the range scripts.
         self.use_streams = not options.direct
-        self._warm: asyncio.Future[StreamWorker] | None = None  # one worker started early
+        # Stream workers started while the destination is checked (their python3 starts).
+        self._warm: list[asyncio.Future[StreamWorker]] = []
 
     # ------------------------------------------------------------------ top level
 
@@ -269,15 +271,21 @@ class HostRelay:
         if self.options.direct and first:
             await direct_mode.require_reachable(self.pool, self.src.host, self.dst.host)
         trace.mark("connected")
-        if self.use_streams and self._warm is None:
-            self._warm = asyncio.ensure_future(
-                StreamWorker(self.src_side, self.dst_side, deque(), self).open()
-            )
         tree, probed = await asyncio.gather(
             walk_source(self.src_side, self.src),
             probe_destination(self.dst_side, self.src, self.dst),
         )
         trace.mark("walked")
+        # A few small files go without an interpreter (small.py); otherwise the stream
+        # workers start now, while the destination is checked.
+        small = self._small_ok(tree)
+        if self.use_streams and not small and not self._warm:
+            self._warm = [
+                asyncio.ensure_future(
+                    StreamWorker(self.src_side, self.dst_side, deque(), self).open()
+                )
+                for _ in range(self._workers_for(tree))
+            ]
         self.dst_root = await resolve_destination(
             self.dst_side, self.src, self.dst, tree.is_dir, probed
         )
@@ -332,7 +340,10 @@ class HostRelay:
                     job.local_fd = os.open(job.local_part, os.O_WRONLY)
         if self.tracker is None:
             self._announce(tree, pending)
-        if self.use_streams:
+        if self.use_streams and small:
+            await self._move_small([j for j in pending if not j.written and not j.partial])
+            pending = [j for j in pending if not j.done]
+        if self.use_streams and (pending or not small):
             try:
                 await self._move_streams(pending)
             except PythonMissing:
@@ -345,6 +356,55 @@ class HostRelay:
         else:
             await self._move(pending)
         trace.mark("moved")
+
+    def _small_ok(self, tree: SourceTree) -> bool:
+        """Whether this transfer's files go the small way (no interpreter on the hosts)."""
+        return (
+            self.use_streams
+            and self.keep_root is None
+            and not self.options.keep_local
+            and small_path.fits([f.size for f in tree.files])
+        )
+
+    def _workers_for(self, tree: SourceTree) -> int:
+        """How many stream workers the files of `tree` will keep busy."""
+        if any(f.size >= SPLIT_MIN_BYTES for f in tree.files):
+            return self.options.streams
+        return max(1, min(self.options.streams, len(tree.files)))
+
+    async def _move_small(self, jobs: list[Job]) -> None:
+        """A few small files through sh and coreutils (small.py); the ones whose hashes
+        differed stay pending for the streams, which send them again."""
+        if not jobs:
+            return
+        tracker = self.tracker
+        assert tracker is not None
+        files = [
+            small_path.SmallFile(j.src_path, j.dst_part, j.file.size, j.file.mode) for j in jobs
+        ]
+        job_of = {id(f): j for f, j in zip(files, jobs, strict=True)}
+        counted: dict[int, int] = {}
+
+        def on_bytes(f: small_path.SmallFile, n: int) -> None:
+            job = job_of[id(f)]
+            counted[id(job)] = counted.get(id(job), 0) + n
+            self.bytes_sent += n
+            tracker.advance(job.label, n)
+
+        try:
+            outcomes = await small_path.move_small(
+                self.src_side, self.dst_side, files, force=self.options.force, on_bytes=on_bytes
+            )
+        except BaseException:
+            for job in jobs:
+                tracker.rewind(job.label, counted.get(id(job), 0))
+            raise
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if outcome.state == "ok":
+                self._done(job, outcome.src_sha, outcome.dst_sha)
+            else:
+                tracker.rewind(job.label, counted.get(id(job), 0))
+        trace.mark("small_moved")
 
     async def _space_check(self, jobs: list[Job]) -> TransferError | None:
         """The free-space error for sending all of `jobs`, or None (free-space check off)."""
@@ -478,11 +538,16 @@ class HostRelay:
                 queue.extend(self._pieces(job))
         count = min(self.options.streams, max(1, len(queue)))
         workers = [StreamWorker(self.src_side, self.dst_side, queue, self) for _ in range(count)]
-        warm, self._warm = self._warm, None
-        if warm is not None:
+        warm, self._warm = self._warm, []
+        for index, started in enumerate(warm):
+            if index >= count:
+                started.cancel()
+                with contextlib.suppress(BaseException):
+                    await (await started).close()
+                continue
             try:
-                workers[0] = await warm  # started while planning
-                workers[0].queue = queue
+                workers[index] = await started  # started while planning
+                workers[index].queue = queue
             except TransferError:
                 pass  # a fresh one tells what is wrong
         try:
@@ -781,11 +846,11 @@ class HostRelay:
 
     async def _stop(self) -> None:
         """Stop background hashes and close local files (between attempts and at the end)."""
-        warm, self._warm = self._warm, None
-        if warm is not None:
-            warm.cancel()
+        warm, self._warm = self._warm, []
+        for started in warm:
+            started.cancel()
             with contextlib.suppress(BaseException):
-                await (await warm).close()
+                await (await started).close()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
         for job in self.jobs:

@@ -29,39 +29,30 @@ WALK = (
 )
 
 # Destination probe: one line `TYPE SIZE` per argument, in order: d directory,
-# f file, o other, p cannot be looked at (permission denied), n absent. For
-# more than a few paths, python3 (when there) answers for all of them in one
-# process; the shell version runs stat for each file, cheaper for a few.
+# f file, o other, p cannot be looked at (permission denied), n absent. No
+# interpreter, and no process per path: the kinds come from the shell's own
+# tests, the sizes of all existing paths from one `stat` (it prints a line for
+# each path it can stat, in order, and nothing for the others). An absent path
+# is `p` when the nearest existing directory above it cannot be searched.
 INSPECT = (
     _PRELUDE
-    + r"""if [ "$#" -gt 16 ] && command -v python3 >/dev/null 2>&1; then exec python3 -c '
-import os, stat, sys
-out = []
-for p in sys.argv[1:]:
-    try:
-        st = os.stat(p)
-    except PermissionError:
-        out.append("p 0")
-        continue
-    except OSError:
-        out.append("o 0" if os.path.lexists(p) else "n 0")
-        continue
-    if stat.S_ISDIR(st.st_mode):
-        out.append("d 0")
-    elif stat.S_ISREG(st.st_mode):
-        out.append("f %d" % st.st_size)
-    else:
-        out.append("o 0")
-sys.stdout.write("".join(line + "\n" for line in out))
-' "$@"; fi
+    + r"""stat -L -c %s -- "$@" 2>/dev/null | {
 for p do
+  if [ -e "$p" ]; then IFS= read -r size || size=0; fi
   if [ -d "$p" ]; then echo "d 0"
-  elif [ -f "$p" ]; then printf 'f %s\n' "$(stat -L -c %s -- "$p")"
+  elif [ -f "$p" ]; then echo "f $size"
   elif [ -e "$p" ] || [ -L "$p" ]; then echo "o 0"
   else
-    case $(stat -- "$p" 2>&1 >/dev/null) in *"ermission denied"*) echo "p 0" ;; *) echo "n 0" ;; esac
+    d=$p
+    while :; do
+      case $d in */*) d=${d%/*}; [ -n "$d" ] || d=/ ;; *) d=. ;; esac
+      [ -e "$d" ] || [ "$d" = / ] || [ "$d" = . ] || continue
+      break
+    done
+    if [ -d "$d" ] && [ ! -x "$d" ]; then echo "p 0"; else echo "n 0"; fi
   fi
 done
+}
 """
 )
 
@@ -328,6 +319,50 @@ for line in iter(inp.readline, b""):
     say("d %d %d %s" % (pieces, pos, digest.hexdigest() if digest is not None else "-"))
     pieces += 1
 '
+"""
+)
+
+# Small files (the relay's path for a few files of a few MiB): no interpreter
+# on either host, only sh and coreutils, one channel per side for the batch.
+#
+# Source: the sha256 of every file in "$@" (sha256sum's lines, in order), then
+# their bytes back to back. The relay hashes the bytes on the way too: a file
+# that changed between its sha256 and its bytes (or since the walk) is caught.
+SRC_SMALL = (
+    _PRELUDE
+    + r"""sha256sum -- "$@" || exit 1
+exec cat -- "$@"
+"""
+)
+
+# Destination: $1 is 1 to replace existing files (force), then one NAME.part
+# per file. Per file, stdin has a line `SIZE MODE SHA256` (the source's hash)
+# and then exactly SIZE bytes, written to NAME.part (its directories created).
+# NAME.part is then hashed back from disk; only if that matches the source's
+# hash does it get MODE and its final name (`ln`: never over a file that
+# appeared meanwhile, unless force). One reply line per file: `ok SHA`, `bad
+# SHA` (left as NAME.part), `collision dir` (a directory is in the way) or
+# `collision appeared` (a file appeared at the final name meanwhile).
+DST_SMALL = (
+    _PRELUDE
+    + r"""force=$1; shift
+for part do
+  IFS=' ' read -r size mode want || { echo "dflash: $part: the stream ended early" >&2; exit 5; }
+  final=${part%.part}
+  case $part in */*) d=${part%/*}; [ -z "$d" ] || [ -d "$d" ] || mkdir -p -- "$d" || exit 1 ;; esac
+  dd of="$part" bs=1M count="$size" iflag=count_bytes,fullblock status=none || exit 1
+  got=$(sha256sum < "$part") || exit 1
+  got=${got%% *}
+  if [ "$got" != "$want" ]; then echo "bad $got"; continue; fi
+  chmod "$mode" "$part" || exit 1
+  if [ -d "$final" ] && [ ! -L "$final" ]; then echo "collision dir"; continue; fi
+  if [ "$force" = 1 ]; then mv -fT -- "$part" "$final" || exit 1; echo "ok $got"; continue; fi
+  if ln -- "$part" "$final" 2>/dev/null; then rm -f -- "$part"; echo "ok $got"; continue; fi
+  if [ -e "$final" ] || [ -L "$final" ]; then echo "collision appeared"; continue; fi
+  mv -nT -- "$part" "$final" || exit 1
+  if [ -e "$part" ]; then echo "collision appeared"; continue; fi
+  echo "ok $got"
+done
 """
 )
 

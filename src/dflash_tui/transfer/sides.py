@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dflash_tui.remote.errors import HostUnreachable, RemoteError
+from dflash_tui.transfer import trace
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ class RemoteSide(Side):
         self.label = host
 
     async def connect(self) -> None:
+        trace.mark("connecting")
         try:
             await self.pool.connect(self.label)
         except RemoteError as exc:
