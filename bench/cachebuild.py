@@ -39,8 +39,8 @@ sys.path[:0] = [str(ROOT / "src")]
 
 import torch  # noqa: E402
 
-from dflash_tui.evals.cachebuild.build import Options, Target, build  # noqa: E402
-from dflash_tui.evals.synthetic_target import target_config  # noqa: E402
+from dflash_tui.demo.synthetic_target import target_config  # noqa: E402
+from dflash_tui.shipped.cachebuild.build import Options, Target, build  # noqa: E402
 
 GPU_SHAPE = {
     "vocab_size": 248320,

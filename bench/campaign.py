@@ -54,7 +54,7 @@ def written_under(home: Path) -> list[str]:
 
 
 def main() -> None:
-    from dflash_tui.evals.synthetic import write_cache, write_drafter
+    from dflash_tui.demo.synthetic import write_cache, write_drafter
 
     bench, shim, ct = jump_topology("campaign-")
     work = bench.work

@@ -35,10 +35,10 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "harness")]
 
 import torch  # noqa: E402
 
-from dflash_tui.evals.harness.cache import SampleSpec  # noqa: E402
-from dflash_tui.evals.harness.drafter import DrafterConfig, weight_shapes  # noqa: E402
-from dflash_tui.evals.harness.model import DrafterModel  # noqa: E402
-from dflash_tui.evals.harness.run import Anchor, Runner, find_anchors, open_inputs, score_anchors  # noqa: E402
+from dflash_tui.shipped.harness.cache import SampleSpec  # noqa: E402
+from dflash_tui.shipped.harness.drafter import DrafterConfig, weight_shapes  # noqa: E402
+from dflash_tui.shipped.harness.model import DrafterModel  # noqa: E402
+from dflash_tui.shipped.harness.run import Anchor, Runner, find_anchors, open_inputs, score_anchors  # noqa: E402
 
 TOPK = (1, 4, 8)
 BUDGETS = (4, 8, 16, 32)
@@ -68,7 +68,7 @@ def cpu_bench(args: argparse.Namespace) -> dict:
 def _cpu_bench(args: argparse.Namespace, tmp: Path) -> dict:
     from harness_reference import anchor_logits, read_cache, read_drafter, reference_metrics
 
-    from dflash_tui.evals.synthetic import write_cache, write_drafter
+    from dflash_tui.demo.synthetic import write_cache, write_drafter
 
     arch = {
         "hidden_size": 256,

@@ -6,7 +6,7 @@ private tmux server (`tmux -L SOCKET -f /dev/null`, no COLUMNS/LINES/TMUX in its
 environment, `remain-on-exit on` so a dead console's last screen and exit status stay
 readable) at each chosen size, waits for the demo's runs to show, then for `--minutes`
 sends seeded random events: every key of the project's action table
-(`dflash_tui.keymap.ACTIONS`, the quit action and ctrl+c / ctrl+q left out), editing and
+(`dflash_tui.console.keymap.ACTIONS`, the quit action and ctrl+c / ctrl+q left out), editing and
 moving keys (Enter, Escape, Tab, BTab, arrows, Backspace, ...), and typed text (paths such
 as `ckpt/s`, `/tmp/`, the demo's host names with a colon, run names, y / n), 0-300 ms
 apart with an occasional 1-2 s pause so late results (completions, probes, evals) land.
@@ -75,7 +75,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10, as the project's config loader does
     import tomli as tomllib  # type: ignore[no-redef]
 
-from dflash_tui.keymap import ACTIONS, normalize_key  # noqa: E402
+from dflash_tui.console.keymap import ACTIONS, normalize_key  # noqa: E402
 from tests.testbed import free_port_run  # noqa: E402
 
 ERROR_LOG = "console-errors.log"  # dflash_tui.ui.guard.ERROR_LOG_NAME, under state_dir
@@ -150,7 +150,7 @@ def as_console(words: list[str]) -> int:
     outside the demo hosts' folders refused, and quitting held while the file named
     by $DFLASH_MONKEY_HOLD_QUIT exists (each held quit adds a line to FILE.held)."""
     from dflash_tui.cli import main as cli_main
-    from dflash_tui.session import ConsoleSession
+    from dflash_tui.console.session import ConsoleSession
     from dflash_tui.transfer.errors import TransferError
     from dflash_tui.ui.app import DflashApp
 
@@ -676,7 +676,10 @@ def main(argv: list[str] | None = None) -> int:
         if not re.fullmatch(r"\d+x\d+", s.lower()):
             parser.error(f"size {s!r} is not WxH")
     print(f"monkey: seed {seed}, {args.minutes:g} min per size, sizes {' '.join(sizes)}")
-    print(f"monkey: {len(action_keys())} action keys from dflash_tui.keymap.ACTIONS", flush=True)
+    print(
+        f"monkey: {len(action_keys())} action keys from dflash_tui.console.keymap.ACTIONS",
+        flush=True,
+    )
 
     results = []
     with contextlib.ExitStack() as stack:

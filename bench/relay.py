@@ -460,7 +460,12 @@ class NetnsBench:
         self.src_dir.mkdir()
         self.dst_dir.mkdir()
         self.run_no = 0
+        # As installed: byte-compiled modules (pip compiles them; a developer's shell
+        # may say PYTHONDONTWRITEBYTECODE, which would time the compiler at every run).
         self.env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
+        for tree in [ROOT / "src", *([before_src] if before_src else [])]:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], check=True)
 
     def close(self) -> None:
         for host in self.hosts:

@@ -16,7 +16,7 @@ from a separate venv (vLLM's CPU build; never the project's), waits for
 through the console's own reader (``monitor.served_metrics``).
 
 Run with the project's python (it builds the models with the project's
-transformers and ``dflash_tui.evals.synthetic.write_drafter``):
+transformers and ``dflash_tui.demo.synthetic.write_drafter``):
 
     .venv/bin/python bench/served_vllm.py [--vllm /tmp/vllmenv/bin/vllm] [--k 4]
         [--head random|zero] [--console]
@@ -127,7 +127,7 @@ def build_target(out: Path, seed: int, head: str = "random") -> None:
 
 
 def build_drafter(out: Path, seed: int) -> None:
-    from dflash_tui.evals.synthetic import write_drafter
+    from dflash_tui.demo.synthetic import write_drafter
 
     write_drafter(
         out,

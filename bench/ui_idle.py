@@ -87,9 +87,9 @@ def serve_core(config: Path, seconds: float) -> None:
     """Child-process entry: the console's core (session: monitor, jobs) without the UI."""
     import asyncio
 
-    from dflash_tui import gc_policy
-    from dflash_tui.config import load_config
-    from dflash_tui.session import ConsoleSession
+    from dflash_tui.console.session import ConsoleSession
+    from dflash_tui.core.config import load_config
+    from dflash_tui.ui import gc_policy
 
     async def run() -> None:
         gc_policy.for_a_long_run()  # as the console does (ui.app.run_console)

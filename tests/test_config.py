@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.config import ConfigError, build_line_index, load_config, parse_config
+from dflash_tui.core.config import ConfigError, build_line_index, load_config, parse_config
 
 EXAMPLE = """
 [console]

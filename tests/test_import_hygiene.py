@@ -45,7 +45,7 @@ def test_shipped_programs_load_only_themselves_stdlib_torch_and_safetensors(prog
     """What runs on GPU hosts with nothing else of the package: every module of it, in a
     fresh interpreter, loads no other module of ours (the parent packages' empty
     __init__ files aside) and no SSH or UI library."""
-    prefix = f"dflash_tui.evals.{program}"
+    prefix = f"dflash_tui.shipped.{program}"
     modules = [
         m.name
         for m in pkgutil.walk_packages(dflash_tui.__path__, "dflash_tui.")
@@ -56,7 +56,7 @@ def test_shipped_programs_load_only_themselves_stdlib_torch_and_safetensors(prog
     ours = {m for m in loaded if m.startswith("dflash_tui")}
     strangers = (
         ours
-        - {"dflash_tui", "dflash_tui.evals"}
+        - {"dflash_tui", "dflash_tui.shipped"}
         - {m for m in ours if m == prefix or m.startswith(prefix + ".")}
     )
     assert not strangers, strangers

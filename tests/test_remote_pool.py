@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from dflash_tui.config import ConfigError, load_config
+from dflash_tui.core.config import ConfigError, load_config
 from dflash_tui.remote import (
     AuthFailed,
     CommandFailed,

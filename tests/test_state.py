@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.state import Schema, open_state
+from dflash_tui.core.state import Schema, open_state
 
 V1 = Schema("things", ["CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT)"])
 V2 = Schema("things", [*V1.steps, "ALTER TABLE things ADD COLUMN size_bytes INTEGER DEFAULT 0"])

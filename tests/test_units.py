@@ -1,4 +1,4 @@
-"""Sizes, rates and counts are written by one module (`dflash_tui.units`), the same way
+"""Sizes, rates and counts are written by one module (`dflash_tui.core.units`), the same way
 everywhere: binary units for bytes, decimal ones for parameters."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import dflash_tui
-from dflash_tui.units import GiB, KiB, MiB, TiB, count, plural, rate, size, size_pair
+from dflash_tui.core.units import GiB, KiB, MiB, TiB, count, plural, rate, size, size_pair
 
 SRC = Path(dflash_tui.__file__).parent
 
@@ -49,7 +49,7 @@ def test_pairs_rates_counts_and_plurals() -> None:
 OWN_FORMATTER = re.compile(r"""["'](?:[KMGTP]i?B)["']|\{[^{}\n]*\}\s?(?:[KMGTP]i?B)\b""")
 # Modules that may not import the package (they run alone on GPU hosts) print no sizes
 # today; if they ever do, they keep a local copy (with a comment saying why).
-ALONE = ("evals/harness/", "evals/cachebuild/")
+ALONE = ("shipped/harness/", "shipped/cachebuild/")
 
 
 def test_no_module_formats_sizes_on_its_own() -> None:
@@ -61,4 +61,4 @@ def test_no_module_formats_sizes_on_its_own() -> None:
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if OWN_FORMATTER.search(line):
                 offenders.append(f"{rel}:{number}: {line.strip()}")
-    assert not offenders, "format sizes with dflash_tui.units:\n" + "\n".join(offenders)
+    assert not offenders, "format sizes with dflash_tui.core.units:\n" + "\n".join(offenders)

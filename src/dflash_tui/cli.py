@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dflash_tui import __version__
 from dflash_tui.commands import COMMAND_MODULES, CommandError
 from dflash_tui.commands.output import silence_stdout, stdout_closed
-from dflash_tui.config import ConfigError
+from dflash_tui.core.config import ConfigError
 from dflash_tui.remote.errors import RemoteError
 
 EXIT_OK = 0

@@ -26,7 +26,7 @@ def write_prompts(path: Path, rows: list[dict]) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_target(tmp_path_factory: pytest.TempPathFactory) -> TinyTarget:
-    from dflash_tui.evals.synthetic_target import write_target
+    from dflash_tui.demo.synthetic_target import write_target
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("cachebuild")

@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dflash_tui.evals.cachebuild import build as build_mod
-from dflash_tui.evals.cachebuild import cli
-from dflash_tui.evals.harness.cache import read_manifest
+from dflash_tui.shipped.cachebuild import build as build_mod
+from dflash_tui.shipped.cachebuild import cli
+from dflash_tui.shipped.harness.cache import read_manifest
 
 from .conftest import LAYER_IDS, MAX_NEW, TinyTarget, write_prompts
 
@@ -144,7 +144,7 @@ def test_another_build_into_the_same_directory_is_refused(
 def test_layer_ids_default_to_the_drafters(
     tiny_target: TinyTarget, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dflash_tui.evals.synthetic import write_drafter
+    from dflash_tui.demo.synthetic import write_drafter
 
     drafter = write_drafter(tmp_path / "drafter", vocab_size=64, target_layer_ids=(0, 2))
     prompts = write_prompts(tmp_path / "p.jsonl", [{"name": "x", "input_ids": [3, 4, 5]}])
@@ -187,14 +187,14 @@ def test_the_builder_loads_nothing_else_of_the_package() -> None:
     import sys
 
     code = (
-        "import sys\nimport dflash_tui.evals.cachebuild.build, dflash_tui.evals.cachebuild.cli\n"
+        "import sys\nimport dflash_tui.shipped.cachebuild.build, dflash_tui.shipped.cachebuild.cli\n"
         "print(' '.join(m for m in sys.modules if m.startswith('dflash_tui')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     ours = set(out.stdout.split())
     assert ours and all(
-        m in ("dflash_tui", "dflash_tui.evals") or m.startswith("dflash_tui.evals.cachebuild")
+        m in ("dflash_tui", "dflash_tui.shipped") or m.startswith("dflash_tui.shipped.cachebuild")
         for m in ours
     ), ours
 
@@ -211,7 +211,7 @@ def test_a_build_stopped_by_sigterm_leaves_whole_files_and_resumes(
     )
     args = build_args(tiny_target, tmp_path / "cache", prompts, **{"--max-new-tokens": "100"})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dflash_tui.evals.cachebuild", *args, "--device", "cpu"],
+        [sys.executable, "-m", "dflash_tui.shipped.cachebuild", *args, "--device", "cpu"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

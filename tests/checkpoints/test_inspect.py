@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.checkpoints import CheckpointError, compare, inspect_local, inspect_remote
-from dflash_tui.config import load_config
+from dflash_tui.core.config import load_config
 from dflash_tui.remote import HostPool
 
 DRAFTER_CONFIG = {  # z-lab's Qwen3.6-27B-DFlash shape: 5 layers of a 5120-wide Qwen3

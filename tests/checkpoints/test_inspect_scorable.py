@@ -46,7 +46,7 @@ def test_inspect_names_the_fields_the_harness_refuses(tmp_path: Path) -> None:
 def test_an_eval_of_an_unscorable_drafter_stops_before_the_relay(tmp_path: Path) -> None:
     import pytest
 
-    from dflash_tui.evals.placement import PlacementError, check_drafter
+    from dflash_tui.evals.jobs.placement import PlacementError, check_drafter
 
     big_drafter(tmp_path / "d")
     check_drafter(inspect_local(str(tmp_path / "d")))  # a plain drafter passes
@@ -61,7 +61,7 @@ def test_an_eval_of_an_unscorable_drafter_stops_before_the_relay(tmp_path: Path)
 def test_inspect_checks_the_config_against_the_tensor_shapes(tmp_path: Path) -> None:
     """config.json says hidden_size 128 and 8 heads over 64-wide tensors with 4 heads: one
     PROBLEM line per field (not one per tensor), exit 1; the harness's own rules."""
-    from dflash_tui.evals.synthetic import write_drafter
+    from dflash_tui.demo.synthetic import write_drafter
 
     drafter = write_drafter(tmp_path / "d")
     assert inspect_local(str(drafter)).problems == ()

@@ -45,7 +45,7 @@ class Assets:
 def assets(tmp_path_factory: pytest.TempPathFactory) -> Assets:
     import torch
 
-    from dflash_tui.evals.synthetic import write_cache, write_drafter
+    from dflash_tui.demo.synthetic import write_cache, write_drafter
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("eval-assets")

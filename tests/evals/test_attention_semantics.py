@@ -13,15 +13,16 @@ from typing import Any
 import pytest
 
 from dflash_tui import cli
-from dflash_tui.config import parse_config
-from dflash_tui.evals import semantics as S
-from dflash_tui.evals.leaderboard import build_leaderboard
-from dflash_tui.evals.manager import open_eval_state
-from dflash_tui.evals.pairs import tau_points
-from dflash_tui.evals.progress import build_progress, format_progress
-from dflash_tui.evals.schema import SchemaError, validate_results
-from dflash_tui.evals.store import SCHEMA, ResultsStore
-from dflash_tui.state import Schema, apply_schema
+from dflash_tui.core.config import parse_config
+from dflash_tui.core.schemas import RESULTS as SCHEMA
+from dflash_tui.core.state import Schema, apply_schema
+from dflash_tui.evals.jobs.manager import open_eval_state
+from dflash_tui.evals.results import semantics as S
+from dflash_tui.evals.results.leaderboard import build_leaderboard
+from dflash_tui.evals.results.pairs import tau_points
+from dflash_tui.evals.results.progress import build_progress, format_progress
+from dflash_tui.evals.results.schema import SchemaError, validate_results
+from dflash_tui.evals.results.store import ResultsStore
 from tests.evals.test_results import CONFIG, add, results_doc
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dflash_tui.evals.cachebuild import cli as cachebuild_cli
+from dflash_tui.shipped.cachebuild import cli as cachebuild_cli
 from tests.testbed import SshdHost
 
 PROMPTS = [
@@ -27,8 +27,8 @@ PROMPTS = [
 def bed(
     sshd_factory: Callable[..., SshdHost], write_config: Callable[..., Path], tmp_path: Path
 ) -> dict[str, Path]:
-    from dflash_tui.evals.synthetic import write_drafter
-    from dflash_tui.evals.synthetic_target import write_target
+    from dflash_tui.demo.synthetic import write_drafter
+    from dflash_tui.demo.synthetic_target import write_target
 
     torch.set_num_threads(1)
     gpu, other = sshd_factory("gpu"), sshd_factory("other")

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from dflash_tui.config import load_config
-from dflash_tui.evals.collect import import_results
-from dflash_tui.evals.leaderboard import build_leaderboard
-from dflash_tui.evals.manager import open_eval_state
-from dflash_tui.evals.store import ResultsStore
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.jobs.manager import open_eval_state
+from dflash_tui.evals.results.collect import import_results
+from dflash_tui.evals.results.leaderboard import build_leaderboard
+from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.remote import HostPool
 from tests.evals.test_results import results_doc
 from tests.testbed import SshdHost

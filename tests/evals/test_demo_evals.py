@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dflash_tui.config import load_config
+from dflash_tui.core.config import load_config
+from dflash_tui.demo import assets as demo_assets
 from dflash_tui.demo.cluster import DemoCluster
-from dflash_tui.evals import demo_assets
-from dflash_tui.evals.leaderboard import build_leaderboard
-from dflash_tui.evals.manager import JobManager, open_eval_state
-from dflash_tui.evals.pairs import load_acc_lookup, tau_points
-from dflash_tui.evals.targets import discover_checkpoints
+from dflash_tui.evals.discovery.targets import discover_checkpoints
+from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
+from dflash_tui.evals.results.leaderboard import build_leaderboard
+from dflash_tui.evals.results.pairs import load_acc_lookup, tau_points
 from dflash_tui.remote import HostPool
 from tests.waiting import async_wait_until
 

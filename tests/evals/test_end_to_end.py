@@ -16,9 +16,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from dflash_tui.config import load_config
-from dflash_tui.evals.jobs import Job, JobStore
-from dflash_tui.evals.manager import JobManager, open_eval_state
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.jobs.job import Job, JobStore
+from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.remote import HostPool
 from tests.evals.conftest import Cluster, pgroup_alive
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from dflash_tui.evals.synthetic import save_safetensors
+from dflash_tui.demo.synthetic import save_safetensors
 from tests.evals.conftest import Assets, place
 from tests.harness.foreign_layouts import read_samples, write_specforge
 from tests.testbed import SshdHost

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from dflash_tui import cli
-from dflash_tui.config import load_config
-from dflash_tui.evals.backends import LaunchSpec, SshBackend
-from dflash_tui.evals.jobs import Job, JobStore, JobUpdated, new_job_id
-from dflash_tui.evals.manager import JobError, JobManager, local_process_start, open_eval_state
-from dflash_tui.evals.upload import HarnessUploader, harness_sha256
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.jobs.backends import LaunchSpec, SshBackend
+from dflash_tui.evals.jobs.install import HarnessUploader, harness_sha256
+from dflash_tui.evals.jobs.job import Job, JobStore, JobUpdated, new_job_id
+from dflash_tui.evals.jobs.manager import JobError, JobManager, open_eval_state
+from dflash_tui.evals.jobs.ownership import local_process_start
 from dflash_tui.remote import HostPool
 from tests.evals.conftest import SECRET, Cluster, pgroup_alive
 from tests.waiting import async_wait_until
@@ -93,7 +94,7 @@ def test_a_failing_harness_shows_its_reason_on_the_jobs_line(
 ) -> None:
     """A drafter that passes the preflight but whose blocks are longer than every sample:
     the harness itself refuses it (no anchors), and `jobs` shows that reason, not a status."""
-    from dflash_tui.evals.synthetic import write_drafter
+    from dflash_tui.demo.synthetic import write_drafter
 
     long_block = write_drafter(tmp_path / "long", block_size=64, seed=5)
     path = shutil.copytree(long_block, cluster.gpu.home / "models" / "long-block")
@@ -409,8 +410,8 @@ async def test_cancelling_a_job_that_just_finished_keeps_its_result(
 
 CLOSING_CONSOLE = """
 import asyncio, sys
-from dflash_tui.config import load_config
-from dflash_tui.evals.manager import JobManager, open_eval_state
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.remote import HostPool
 
 async def main() -> None:

@@ -7,10 +7,10 @@ import hashlib
 import os
 from pathlib import Path
 
-from dflash_tui.config import load_config
-from dflash_tui.evals.manager import open_eval_state
-from dflash_tui.evals.placement import STAMP_NAME, place_checkpoint
-from dflash_tui.evals.targets import CheckpointRef
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.discovery.targets import CheckpointRef
+from dflash_tui.evals.jobs.manager import open_eval_state
+from dflash_tui.evals.jobs.placement import STAMP_NAME, place_checkpoint
 from dflash_tui.remote import HostPool
 from tests.evals.conftest import Cluster
 

@@ -1,7 +1,7 @@
 """The eval preflight refuses a drafter that does not fit the suite before anything is copied.
 
 Real sshd hosts (`store` holds the checkpoints, `gpu` the suite's cache); the checks
-are the harness's own rules (`evals/harness/rules.py`) applied to headers read over SSH.
+are the harness's own rules (`shipped/harness/rules.py`) applied to headers read over SSH.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui import cli
-from dflash_tui.evals.preflight import REFUSED
+from dflash_tui.evals.jobs.preflight import REFUSED
 from tests.checkpoints.test_inspect import big_drafter
 from tests.evals.conftest import Cluster, place
 

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from dflash_tui.config import parse_config
-from dflash_tui.evals.backends import parse_poll
-from dflash_tui.evals.leaderboard import build_leaderboard, format_metric, format_ratio
-from dflash_tui.evals.manager import open_eval_state
-from dflash_tui.evals.pairs import calibration_pairs, default_suite, tau_points
-from dflash_tui.evals.schema import SchemaError, parse_results, validate_results
-from dflash_tui.evals.store import ResultsStore
-from dflash_tui.evals.targets import safe_name, step_from_name
-from dflash_tui.tau import calibrated_tau
+from dflash_tui.core.config import parse_config
+from dflash_tui.evals.discovery.targets import safe_name, step_from_name
+from dflash_tui.evals.jobs.backends import parse_poll
+from dflash_tui.evals.jobs.manager import open_eval_state
+from dflash_tui.evals.results.leaderboard import build_leaderboard, format_metric, format_ratio
+from dflash_tui.evals.results.pairs import calibration_pairs, default_suite, tau_points
+from dflash_tui.evals.results.schema import SchemaError, parse_results, validate_results
+from dflash_tui.evals.results.store import ResultsStore
+from dflash_tui.monitor.tau import calibrated_tau
 
 
 def results_doc(

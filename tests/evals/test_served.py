@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from dflash_tui.cli import main
-from dflash_tui.config import parse_config
-from dflash_tui.evals.manager import open_eval_state
-from dflash_tui.evals.schema import validate_results
-from dflash_tui.evals.served.formats import detect_format, read_served
-from dflash_tui.evals.served.record import ServedFormatError
-from dflash_tui.evals.store import ResultsStore
+from dflash_tui.core.config import parse_config
+from dflash_tui.evals.jobs.manager import open_eval_state
+from dflash_tui.evals.results.schema import validate_results
+from dflash_tui.evals.results.served.formats import detect_format, read_served
+from dflash_tui.evals.results.served.record import ServedFormatError
+from dflash_tui.evals.results.store import ResultsStore
 from tests.evals import served_files as sf
 from tests.evals.test_results import results_doc
 
@@ -416,8 +416,8 @@ def test_served_results_filed_under_a_suite_of_their_own_get_a_board(
 async def test_the_console_session_gives_each_board_its_served_rows(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dflash_tui.config import load_config
-    from dflash_tui.session import ConsoleSession
+    from dflash_tui.console.session import ConsoleSession
+    from dflash_tui.core.config import load_config
 
     add_offline(workdir, "zlab", 4.2, 1000.0)
     assert cli(capsys, "import", "run.pt", "--checkpoint", "zlab")[0] == 0
@@ -451,8 +451,8 @@ def test_served_rows_of_a_checkpoint_no_board_lists_still_show(
 
 
 def test_two_processes_importing_the_same_file_store_it_once(tmp_path: Path) -> None:
-    from dflash_tui.evals.served.store import ServedStore
-    from dflash_tui.state import open_state
+    from dflash_tui.core.state import open_state
+    from dflash_tui.evals.results.served.store import ServedStore
 
     data = sf.zlab_transformers(banner="gsm8k").encode()
     report = read_served(Path("gsm8k.log"), data)

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from dflash_tui.config import parse_config
-from dflash_tui.evals.manager import open_eval_state
-from dflash_tui.evals.schema import SchemaError, validate_results
-from dflash_tui.evals.store import ResultsStore
+from dflash_tui.core.config import parse_config
+from dflash_tui.evals.jobs.manager import open_eval_state
+from dflash_tui.evals.results.schema import SchemaError, validate_results
+from dflash_tui.evals.results.store import ResultsStore
 
 CONFIG = """
 [console]
@@ -179,7 +179,7 @@ def mixed(store: ResultsStore) -> ResultsStore:
 
 
 def test_the_board_ranks_by_tau_greedy_and_old_results_show_a_dash(config, mixed) -> None:  # type: ignore[no-untyped-def]
-    from dflash_tui.evals.leaderboard import build_leaderboard, format_metric
+    from dflash_tui.evals.results.leaderboard import build_leaderboard, format_metric
 
     board = build_leaderboard(config, mixed, "coding10")
     assert board.sort == "tau_greedy"
@@ -202,7 +202,7 @@ def test_the_board_ranks_by_tau_greedy_and_old_results_show_a_dash(config, mixed
 
 
 def test_a_board_of_old_results_ranks_by_tau_top1_and_says_why(config, store) -> None:  # type: ignore[no-untyped-def]
-    from dflash_tui.evals.leaderboard import build_leaderboard
+    from dflash_tui.evals.results.leaderboard import build_leaderboard
 
     add(store, doc("zlab", 7.6, 0.7), 100.0)
     board = build_leaderboard(config, store, "coding10")
@@ -211,7 +211,7 @@ def test_a_board_of_old_results_ranks_by_tau_top1_and_says_why(config, store) ->
 
 
 def test_a_cache_of_dataset_responses_is_labelled_so(config, store) -> None:  # type: ignore[no-untyped-def]
-    from dflash_tui.evals.leaderboard import build_leaderboard
+    from dflash_tui.evals.results.leaderboard import build_leaderboard
 
     add(store, doc("zlab", 7.6, 0.7, greedy=(312, 100), labels="cache"), 100.0)
     board = build_leaderboard(config, store, "coding10")
@@ -241,8 +241,8 @@ def test_cli_board_shows_tau_greedy_beside_tau_top1(config, mixed, capsys, monke
 
 
 def test_calibration_uses_tau_greedy_when_two_points_have_it(store) -> None:  # type: ignore[no-untyped-def]
-    from dflash_tui.evals.pairs import calibration_pairs, tau_points
-    from dflash_tui.tau import calibrated_tau
+    from dflash_tui.evals.results.pairs import calibration_pairs, tau_points
+    from dflash_tui.monitor.tau import calibrated_tau
 
     add(store, doc("step-1000", 6.0, 0.5), 105.0, step=1000, run="run1")
     add(store, doc("step-2000", 7.0, 0.6, greedy=(220, 100)), 110.0, step=2000, run="run1")
@@ -266,7 +266,7 @@ def test_calibration_uses_tau_greedy_when_two_points_have_it(store) -> None:  # 
 
 
 def test_progress_plots_tau_greedy_against_the_step(config, mixed) -> None:  # type: ignore[no-untyped-def]
-    from dflash_tui.evals.progress import build_progress, format_progress
+    from dflash_tui.evals.results.progress import build_progress, format_progress
 
     progress = build_progress(config, mixed, "run1", "coding10")
     greedy = progress.series["tau_greedy"]

@@ -18,7 +18,7 @@ if str(SRC) not in sys.path:  # until the Makefile's editable install is in plac
 
 from harness_helpers import Pair  # noqa: E402
 
-from dflash_tui.evals.synthetic import write_cache, write_drafter  # noqa: E402
+from dflash_tui.demo.synthetic import write_cache, write_drafter  # noqa: E402
 
 # Each variant exercises a different part of §4.2-§4.4; all stay a few hundred KB.
 VARIANTS = {

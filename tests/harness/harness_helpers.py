@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tui.evals.harness import cli
+from dflash_tui.shipped.harness import cli
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dflash_tui.evals.harness.arrow import read_dataset_columns
-from dflash_tui.evals.harness.errors import InputError
+from dflash_tui.shipped.harness.arrow import read_dataset_columns
+from dflash_tui.shipped.harness.errors import InputError
 
 ROWS = {
     "messages": [[{"role": "user", "content": "héllo"}], [], [{"role": "a", "content": ""}]],

@@ -13,11 +13,11 @@ import pytest
 import torch
 from harness_helpers import copy_pair, edit_json, run_cli
 
-from dflash_tui.evals.harness.attention import resolve_attention
-from dflash_tui.evals.harness.drafter import parse_config
-from dflash_tui.evals.harness.errors import InputError
-from dflash_tui.evals.harness.model import DrafterModel
-from dflash_tui.evals.harness.run import Options, evaluate
+from dflash_tui.shipped.harness.attention import resolve_attention
+from dflash_tui.shipped.harness.drafter import parse_config
+from dflash_tui.shipped.harness.errors import InputError
+from dflash_tui.shipped.harness.model import DrafterModel
+from dflash_tui.shipped.harness.run import Options, evaluate
 
 RAW = {
     "hidden_size": 8,
@@ -194,7 +194,7 @@ def test_a_config_that_says_causal_matches_the_reference_on_every_layer(pairs, t
     """dflash_config.causal = true: full layers causal too, whatever --sliding asks."""
     from harness_reference import anchor_logits, read_cache, read_drafter
 
-    from dflash_tui.evals.harness.run import Runner, attention_of, find_anchors, open_inputs
+    from dflash_tui.shipped.harness.run import Runner, attention_of, find_anchors, open_inputs
 
     pair = copy_pair(pairs["sliding_bf16_sharded"], tmp_path)
     raw = json.loads((pair.drafter / "config.json").read_text())

@@ -14,8 +14,8 @@ import pytest
 import torch
 from harness_helpers import run_cli
 
-import dflash_tui.evals.harness as harness_pkg
-from dflash_tui.evals.harness import run as run_mod
+import dflash_tui.shipped.harness as harness_pkg
+from dflash_tui.shipped.harness import run as run_mod
 
 HARNESS_DIR = Path(harness_pkg.__file__).parent
 
@@ -236,7 +236,7 @@ def test_module_entry_point(tmp_path):
     env = _clean_env()
     env["PYTHONPATH"] = str(HARNESS_DIR.parents[2])
     proc = subprocess.run(
-        [sys.executable, "-m", "dflash_tui.evals.harness", "--help"],
+        [sys.executable, "-m", "dflash_tui.shipped.harness", "--help"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -246,7 +246,7 @@ def test_module_entry_point(tmp_path):
 def test_nan_logits_fail_with_exit_1(capsys, small, tmp_path):
     from safetensors import safe_open
 
-    from dflash_tui.evals.synthetic import save_safetensors
+    from dflash_tui.demo.synthetic import save_safetensors
 
     drafter = tmp_path / "drafter"
     shutil.copytree(small.drafter, drafter)

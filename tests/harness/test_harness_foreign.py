@@ -25,8 +25,8 @@ from foreign_layouts import (
 )
 from harness_helpers import Pair, run_cli
 
-from dflash_tui.evals.harness.cache import Manifest, TargetHead
-from dflash_tui.evals.harness.run import Options, evaluate
+from dflash_tui.shipped.harness.cache import Manifest, TargetHead
+from dflash_tui.shipped.harness.run import Options, evaluate
 
 TARGET_LAYERS = 6  # the drafter reads layers (1, 3); speculators appends the last one (6)
 

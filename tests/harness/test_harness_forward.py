@@ -6,7 +6,7 @@ import pytest
 import torch
 from harness_reference import anchor_logits, read_cache, read_drafter, reference_metrics
 
-from dflash_tui.evals.harness.run import (
+from dflash_tui.shipped.harness.run import (
     Options,
     Runner,
     attention_of,

@@ -15,7 +15,7 @@ import pytest
 import torch
 from harness_helpers import Pair, run_cli
 
-from dflash_tui.evals.harness.greedy import TOP1, GreedyWalks, Walk, greedy_metrics, loss_runs
+from dflash_tui.shipped.harness.greedy import TOP1, GreedyWalks, Walk, greedy_metrics, loss_runs
 
 
 def test_loss_runs_by_hand() -> None:

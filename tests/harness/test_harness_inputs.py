@@ -9,7 +9,7 @@ import torch
 from harness_helpers import Pair, copy_pair, edit_json, run_cli
 from safetensors import safe_open
 
-from dflash_tui.evals.synthetic import save_safetensors, write_drafter
+from dflash_tui.demo.synthetic import save_safetensors, write_drafter
 
 
 def _expect_input_error(

@@ -10,7 +10,7 @@ from harness_reference import ddtree_walk, ranking
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_tui.evals.harness.metrics import (
+from dflash_tui.shipped.harness.metrics import (
     Totals,
     anchor_metrics,
     ddtree_matches,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from harness_helpers import copy_pair, run_cli
 
-import dflash_tui.evals.harness as harness_pkg
-from dflash_tui.evals.harness.refusals import unsupported_fields
+import dflash_tui.shipped.harness as harness_pkg
+from dflash_tui.shipped.harness.refusals import unsupported_fields
 
 NESTED = "dflash_config"
 CASES = {
@@ -110,7 +110,7 @@ def test_no_numpy_warning_on_a_harness_run(small, tmp_path):
     )
     assert "Failed to initialize NumPy" in probe.stderr  # the condition is real in the child
     proc = subprocess.run(
-        [sys.executable, "-m", "dflash_tui.evals.harness", "--drafter", str(small.drafter),
+        [sys.executable, "-m", "dflash_tui.shipped.harness", "--drafter", str(small.drafter),
          "--cache", str(small.cache), "--out", str(tmp_path / "r.json"), "--device", "cpu",
          "--max-anchors", "2"],
         env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,

@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from dflash_tui.evals.harness.metrics import label_ranks, streak
-from dflash_tui.evals.harness.run import Options, Runner, evaluate, find_anchors, open_inputs
-from dflash_tui.evals.synthetic import noise_share, save_safetensors, write_cache, write_drafter
+from dflash_tui.demo.synthetic import noise_share, save_safetensors, write_cache, write_drafter
+from dflash_tui.shipped.harness.metrics import label_ranks, streak
+from dflash_tui.shipped.harness.run import Options, Runner, evaluate, find_anchors, open_inputs
 
 
 def _quiet(event):

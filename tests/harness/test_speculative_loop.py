@@ -50,10 +50,10 @@ import torch
 from harness_reference import anchor_logits, read_drafter
 from safetensors.torch import load_file, save_file
 
-from dflash_tui.evals.cachebuild import cli as cachebuild_cli
-from dflash_tui.evals.harness import cli as harness_cli
-from dflash_tui.evals.synthetic import write_drafter
-from dflash_tui.evals.synthetic_target import write_target
+from dflash_tui.demo.synthetic import write_drafter
+from dflash_tui.demo.synthetic_target import write_target
+from dflash_tui.shipped.cachebuild import cli as cachebuild_cli
+from dflash_tui.shipped.harness import cli as harness_cli
 
 LAYER_IDS = (1, 3)
 BLOCK = 8

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from dflash_tui.config import load_config
+from dflash_tui.core.config import load_config
 from dflash_tui.monitor import Monitor, RunState, RunStateChanged
 from dflash_tui.remote import HostPool
 from tests.monitor.conftest import remote_processes_mentioning

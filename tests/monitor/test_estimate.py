@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dflash_tui.tau import (
+from dflash_tui.monitor.tau import (
     calibrated_tau,
     estimate_tau,
     independence_tau,

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.config import load_config
-from dflash_tui.evals import jobs as J
-from dflash_tui.evals.manager import JobManager, open_eval_state
-from dflash_tui.evals.preflight import REFUSED
-from dflash_tui.evals.progress import build_progress
-from dflash_tui.evals.sweep import start_sweep
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.discovery.sweep import start_sweep
+from dflash_tui.evals.jobs import job as J
+from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
+from dflash_tui.evals.jobs.preflight import REFUSED
+from dflash_tui.evals.results.progress import build_progress
 from dflash_tui.remote import HostPool
 from tests.evals.conftest import Assets, assets, place  # noqa: F401 - the session fixture
 from tests.slurm.slurmbed import SlurmCluster
@@ -48,7 +48,7 @@ async def bed(
     zlab = place(assets.teacher, sshd, "models/zlab")
     cache = place(assets.cache, sshd, "eval/coding")
     for i, quality in enumerate((0.2, 0.5, 0.8), start=1):
-        from dflash_tui.evals.synthetic import write_drafter
+        from dflash_tui.demo.synthetic import write_drafter
 
         write_drafter(
             sshd.home / "ckpt" / f"step-{i * 100}", teacher=assets.teacher, quality=quality, seed=i
@@ -159,7 +159,7 @@ async def test_slurm_eval_failure_and_cancel(bed: Bed) -> None:
     assert alien.state == J.FAILED and alien.proc_start is None, alien
     assert (alien.error or "").startswith(REFUSED), alien
     # blocks longer than every sample pass the preflight; the harness refuses them on the node
-    from dflash_tui.evals.synthetic import write_drafter
+    from dflash_tui.demo.synthetic import write_drafter
 
     long_block = write_drafter(bed.home / "models" / "long-block", block_size=64, seed=5)
     bad = await bed.manager.launch(f"gpu:{long_block}", "coding")
@@ -207,8 +207,8 @@ async def test_a_job_is_prepared_for_the_program_its_spec_names(bed: Bed) -> Non
     build: cachebuild, --summary cache_build.json), not always the harness."""
     import time
 
-    from dflash_tui.config import SlurmConfig
-    from dflash_tui.evals.backends import LaunchSpec
+    from dflash_tui.core.config import SlurmConfig
+    from dflash_tui.evals.jobs.backends import LaunchSpec
 
     sha = "0" * 64
     installed = bed.home / ".cache/dflash-tui/cachebuild" / sha

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from dflash_tui.config import SlurmConfig
-from dflash_tui.evals.slurm import (
+from dflash_tui.core.config import SlurmConfig
+from dflash_tui.evals.jobs.slurm import (
     BATCH_SCRIPT,
     SlurmOutputError,
     SlurmState,

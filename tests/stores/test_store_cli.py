@@ -81,7 +81,7 @@ def test_commands_start_without_boto3_and_a_store_says_what_to_install(tmp_path:
         "assert 'huggingface_hub' not in sys.modules, 'huggingface_hub imported'\n"
         "sys.modules['boto3'] = None  # as if not installed\n"
         "import asyncio\n"
-        "from dflash_tui.config import StoreConfig\n"
+        "from dflash_tui.core.config import StoreConfig\n"
         "from dflash_tui.transfer.s3 import S3Store\n"
         "from dflash_tui.transfer import TransferError\n"
         "s = S3Store(StoreConfig('bk', 's3://b-1/x', 'b-1', 'x'))\n"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dflash_tui.config import load_config
-from dflash_tui.session import ConsoleSession
+from dflash_tui.console.session import ConsoleSession
+from dflash_tui.core.config import load_config
 from tests.stores.conftest import S3Env
 from tests.waiting import async_wait_until
 

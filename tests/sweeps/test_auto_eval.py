@@ -18,11 +18,11 @@ import threading
 import time
 from pathlib import Path
 
-from dflash_tui.config import load_config
-from dflash_tui.evals import jobs as J
-from dflash_tui.evals.manager import JobManager, open_eval_state
-from dflash_tui.evals.progress import build_progress
-from dflash_tui.evals.sweep import AutoEval
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.discovery.sweep import AutoEval
+from dflash_tui.evals.jobs import job as J
+from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
+from dflash_tui.evals.results.progress import build_progress
 from dflash_tui.remote import HostPool
 from tests.evals.conftest import Assets, assets, place  # noqa: F401 - the session fixture
 from tests.testbed import SshdHost
@@ -69,7 +69,7 @@ def _shard(src: Path, dst: Path) -> None:
 
     from safetensors.torch import load_file
 
-    from dflash_tui.evals.synthetic import save_safetensors
+    from dflash_tui.demo.synthetic import save_safetensors
 
     dst.mkdir(parents=True)
     shutil.copy(src / "config.json", dst / "config.json")
@@ -90,7 +90,7 @@ async def test_three_checkpoints_written_over_time_get_three_evals_each_once(
     assets: Assets,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    from dflash_tui.evals.synthetic import write_drafter
+    from dflash_tui.demo.synthetic import write_drafter
 
     staging = tmp_path / "staging"
     for i, quality in enumerate((0.2, 0.5, 0.8), start=1):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_tui.evals.progress import MetricSeries, Point, RunProgress
+from dflash_tui.evals.results.progress import MetricSeries, Point, RunProgress
 from dflash_tui.ui.panes.progress import draw_progress, progress_caption
 
 

@@ -7,13 +7,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from dflash_tui.config import RunConfig, parse_config
-from dflash_tui.evals.progress import build_progress, run_progress
-from dflash_tui.evals.schema import parse_results
-from dflash_tui.evals.store import SCHEMA as RESULTS_SCHEMA
-from dflash_tui.evals.store import ResultsStore
-from dflash_tui.evals.sweep import SCAN_SCRIPT, CheckpointWatcher, Listing, parse_scan
-from dflash_tui.state import open_state
+from dflash_tui.core.config import RunConfig, parse_config
+from dflash_tui.core.schemas import RESULTS as RESULTS_SCHEMA
+from dflash_tui.core.state import open_state
+from dflash_tui.evals.discovery.sweep import SCAN_SCRIPT, CheckpointWatcher, Listing, parse_scan
+from dflash_tui.evals.results.progress import build_progress, run_progress
+from dflash_tui.evals.results.schema import parse_results
+from dflash_tui.evals.results.store import ResultsStore
 
 RUN = RunConfig(name="r1", host="h", log="train.log", checkpoints="ckpt/step-*")
 
@@ -89,7 +89,7 @@ def test_watcher_orders_by_step() -> None:
 def test_scan_script_on_real_directories(tmp_path: Path) -> None:
     import torch
 
-    from dflash_tui.evals.synthetic import save_safetensors
+    from dflash_tui.demo.synthetic import save_safetensors
 
     one = tmp_path / "ckpt" / "step-100"
     one.mkdir(parents=True)

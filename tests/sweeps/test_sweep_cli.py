@@ -15,7 +15,7 @@ def test_sweep_cli_evaluates_complete_checkpoints_once(
     write_config,
     assets: Assets,  # noqa: F811
 ) -> None:
-    from dflash_tui.evals.synthetic import write_drafter
+    from dflash_tui.demo.synthetic import write_drafter
 
     for i, quality in enumerate((0.3, 0.9), start=1):
         write_drafter(

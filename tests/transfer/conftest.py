@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.config import load_config
+from dflash_tui.core.config import load_config
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import open_transfer_state
 from tests.testbed import SSHD, ClientKey, SshdHost

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from dflash_tui.cli import main
-from dflash_tui.config import load_config
-from dflash_tui.session import ConsoleSession
-from dflash_tui.units import size
+from dflash_tui.console.session import ConsoleSession
+from dflash_tui.core.config import load_config
+from dflash_tui.core.units import size
 from tests.transfer.conftest import random_file
 
 MIB = 1 << 20

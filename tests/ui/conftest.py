@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from dflash_tui.config import Config
+from dflash_tui.core.config import Config
 from dflash_tui.ui.app import DflashApp
 from tests.ui.fixture_session import FixtureSession, fixture_config
 

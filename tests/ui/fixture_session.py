@@ -1,6 +1,6 @@
 """A deterministic session for UI tests: real view dataclasses with fixed values, a frozen
 clock, and no network. It implements the same interface as ConsoleSession
-(`dflash_tui.session.SessionAPI`); tests change its views and emit the same
+(`dflash_tui.console.session.SessionAPI`); tests change its views and emit the same
 events the real session emits.
 """
 
@@ -12,19 +12,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.config import Config, parse_config
-from dflash_tui.evals.jobs import Job
-from dflash_tui.evals.leaderboard import Leaderboard, Row, legend
-from dflash_tui.evals.progress import MetricSeries, Point, RunProgress
-from dflash_tui.evals.served.board import ServedSection
-from dflash_tui.evals.served.record import ServedEntry
-from dflash_tui.evals.served.store import ServedResult
+from dflash_tui.console.events import JobsChanged, LeaderboardChanged
+from dflash_tui.console.transfers import TransferView
+from dflash_tui.core.config import Config, parse_config
+from dflash_tui.evals.jobs.job import Job
+from dflash_tui.evals.results.leaderboard import Leaderboard, Row, legend
+from dflash_tui.evals.results.progress import MetricSeries, Point, RunProgress
+from dflash_tui.evals.results.served.board import ServedSection
+from dflash_tui.evals.results.served.record import ServedEntry
+from dflash_tui.evals.results.served.store import ServedResult
 from dflash_tui.monitor.gpu import GpuInfo
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
+from dflash_tui.monitor.tau import estimate_tau
 from dflash_tui.monitor.views import HostView, LinesAppended, LogLine, RunUpdated, RunView
-from dflash_tui.session import JobsChanged, LeaderboardChanged, TransferView
-from dflash_tui.tau import estimate_tau
 
 NOW = 1_750_000_000.0  # frozen clock: 2025-06-15 15:06:40 UTC
 
@@ -335,7 +336,7 @@ def default_board(baseline: str = "zlab") -> Leaderboard:
 
 
 def default_served(suite: str = "coding10") -> ServedSection:
-    """Served rows as `evals.served.board` lays them out: by task, in the board's order."""
+    """Served rows as `evals.results.served.board` lays them out: by task, in the board's order."""
 
     def row(checkpoint: str, fmt: str, entry: ServedEntry) -> ServedResult:
         return ServedResult(

@@ -3,9 +3,10 @@ rung once per transition; `[console] bell = false` keeps the notification, drops
 
 from __future__ import annotations
 
+from dflash_tui.console.events import AlertRaised
+from dflash_tui.console.session import ConsoleSession
 from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import HostReachabilityChanged, RunStateChanged
-from dflash_tui.session import AlertRaised, ConsoleSession
 from tests.ui.fixture_session import FixtureSession, fixture_config
 
 

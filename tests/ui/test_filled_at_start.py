@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from dflash_tui.config import load_config
-from dflash_tui.evals.manager import open_eval_state
-from dflash_tui.evals.schema import validate_results
-from dflash_tui.evals.store import ResultsStore
+from dflash_tui.console.session import ConsoleSession
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.jobs.manager import open_eval_state
+from dflash_tui.evals.results.schema import validate_results
+from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.monitor.backlog import STEP_FILTER
 from dflash_tui.monitor.lines import clean_line, split_lines
 from dflash_tui.monitor.metrics import MetricParser
-from dflash_tui.session import ConsoleSession
 from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.plots import PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable

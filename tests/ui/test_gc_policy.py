@@ -1,10 +1,10 @@
-"""The console's garbage-collection policy for a long run (dflash_tui.gc_policy)."""
+"""The console's garbage-collection policy for a long run (dflash_tui.ui.gc_policy)."""
 
 from __future__ import annotations
 
 import gc
 
-from dflash_tui import gc_policy
+from dflash_tui.ui import gc_policy
 
 
 def test_a_long_run_collects_the_young_generation_less_often_and_freezes_startup() -> None:

@@ -64,10 +64,10 @@ def test_every_action_has_a_test() -> None:
 
 
 def test_the_core_keymap_spells_keys_as_textual_does() -> None:
-    # dflash_tui.keymap validates [keys] without Textual, from a copy of its key names.
+    # dflash_tui.console.keymap validates [keys] without Textual, from a copy of its key names.
     from textual.keys import KEY_NAME_REPLACEMENTS
 
-    from dflash_tui import keymap
+    from dflash_tui.console import keymap
 
     assert keymap.KEY_NAME_REPLACEMENTS == KEY_NAME_REPLACEMENTS
     assert actions.ACTIONS is keymap.ACTIONS

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.config import load_config
+from dflash_tui.console.keymap import ACTIONS
+from dflash_tui.console.session import ConsoleSession
+from dflash_tui.core.config import load_config
 from dflash_tui.demo.cluster import DemoCluster
-from dflash_tui.keymap import ACTIONS
-from dflash_tui.session import ConsoleSession
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.ui import app as app_module
 from dflash_tui.ui.app import DflashApp

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from dflash_tui.config import parse_config
-from dflash_tui.keymap import ACTIONS
-from dflash_tui.tau import TauEstimate
+from dflash_tui.console.keymap import ACTIONS
+from dflash_tui.core.config import parse_config
+from dflash_tui.monitor.tau import TauEstimate
 from dflash_tui.ui.panes.header import HeaderBar
 from dflash_tui.ui.panes.jobs import JobsPane
 from dflash_tui.ui.panes.leaderboard import WAITING, LeaderboardPane
@@ -176,7 +176,7 @@ async def test_inputs_use_box_drawing_borders_not_eighth_blocks(make_app) -> Non
 async def test_served_rows_sit_in_their_own_table_and_keys_still_act_on_the_offline_rows(
     make_app,
 ) -> None:
-    from dflash_tui.evals.served.board import SERVED_LABEL
+    from dflash_tui.evals.results.served.board import SERVED_LABEL
     from dflash_tui.ui.panes.leaderboard import ServedTable
     from tests.ui.fixture_session import default_served
 

@@ -13,14 +13,15 @@ from pathlib import Path
 from prometheus_client.exposition import generate_latest
 from textual.widgets import Static
 
-from dflash_tui.config import parse_metrics_url
+from dflash_tui.console.events import AlertRaised
+from dflash_tui.console.session import ConsoleSession
+from dflash_tui.core.config import parse_metrics_url
 from dflash_tui.monitor.history import History, LazySeries, Trend
 from dflash_tui.monitor.lines import clean_line, split_lines
 from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.monitor.served_metrics import EndpointReader, metrics_series
+from dflash_tui.monitor.tau import estimate_tau
 from dflash_tui.monitor.views import AcceptanceDropped, LogLine
-from dflash_tui.session import AlertRaised, ConsoleSession
-from dflash_tui.tau import estimate_tau
 from dflash_tui.ui.panes.plots import ChartView, PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable
 from dflash_tui.ui.screens.detail import detail_text

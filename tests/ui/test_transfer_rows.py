@@ -3,7 +3,7 @@ an up-to-date one saying so with the size it did not send (80x24)."""
 
 from __future__ import annotations
 
-from dflash_tui.session import TransferView
+from dflash_tui.console.transfers import TransferView
 from dflash_tui.ui.panes.jobs import JobsPane
 from tests.ui.fixture_session import NOW, FixtureSession
 from tests.waiting import settled

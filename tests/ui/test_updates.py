@@ -9,9 +9,10 @@ import time
 from textual.geometry import Region
 from textual.widgets import Static, TabbedContent
 
+from dflash_tui.console.events import TransfersChanged
+from dflash_tui.console.transfers import TransferView
 from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import LogLine
-from dflash_tui.session import TransfersChanged, TransferView
 from dflash_tui.ui.panes.jobs import JobsPane
 from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.plots import DATA_INTERVAL_S, MIN_INTERVAL_S, PlotsPane

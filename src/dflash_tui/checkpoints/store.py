@@ -27,7 +27,7 @@ from dflash_tui.checkpoints.summary import (
     load_index,
     weight_file_names,
 )
-from dflash_tui.config import StoreConfig
+from dflash_tui.core.config import StoreConfig
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.s3.client import ObjectInfo, S3Store
 

@@ -92,10 +92,10 @@ class CheckpointSummary:
     @property
     def unscorable(self) -> list[str]:
         """For a drafter, the config fields the eval harness refuses to score, one line each
-        (the harness's own check, `evals/harness/refusals.py`, which needs no torch)."""
+        (the harness's own check, `shipped/harness/refusals.py`, which needs no torch)."""
         if self.kind != "drafter":
             return []
-        from dflash_tui.evals.harness.refusals import unsupported_fields
+        from dflash_tui.shipped.harness.refusals import unsupported_fields
 
         return unsupported_fields(dict(self.config))
 
@@ -285,11 +285,11 @@ def build_summary(
 def drafter_rule_problems(
     config: Mapping[str, Any], tensors: Sequence[TensorInfo], where: str
 ) -> list[str]:
-    """The harness's own rules (`evals/harness/rules.py`) for a drafter's config against its
+    """The harness's own rules (`shipped/harness/rules.py`) for a drafter's config against its
     tensors: hidden, heads, kv heads, head_dim, intermediate, layers, fc width against the
     layer ids. Fields the harness refuses outright are left to `unscorable`."""
-    from dflash_tui.evals.harness.refusals import unsupported_fields
-    from dflash_tui.evals.harness.rules import drafter_problems
+    from dflash_tui.shipped.harness.refusals import unsupported_fields
+    from dflash_tui.shipped.harness.rules import drafter_problems
 
     shapes = {t.name: (t.dtype, t.shape) for t in tensors}
     _, found = drafter_problems(config, shapes, where)

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tui.commands import CommandError
-from dflash_tui.commands.eval import _Progress, eval_context, print_job_head
+from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.evals.cachejobs import DEFAULT_MAX_NEW_TOKENS
-from dflash_tui.evals.jobs import DONE
+from dflash_tui.evals.jobs.cachejobs import DEFAULT_MAX_NEW_TOKENS
+from dflash_tui.evals.jobs.job import DONE
 
 
 def _layer_ids(text: str) -> tuple[int, ...]:
@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
-        progress = _Progress(quiet=args.json)
+        progress = JobProgress(quiet=args.json)
         job = await manager.start_cache_build(
             args.suite,
             args.target,

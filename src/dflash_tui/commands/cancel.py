@@ -6,9 +6,9 @@ import argparse
 import asyncio
 import sys
 
-from dflash_tui.commands.eval import eval_context
+from dflash_tui.commands._common import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.evals.jobs import Job
+from dflash_tui.evals.jobs.job import Job
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

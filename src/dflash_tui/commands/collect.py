@@ -7,11 +7,11 @@ import asyncio
 import sys
 
 from dflash_tui.commands import CommandError
-from dflash_tui.commands.eval import eval_context
+from dflash_tui.commands._common import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.evals.collect import CollectReport, import_results
-from dflash_tui.evals.targets import TargetError, suite_config
-from dflash_tui.units import plural
+from dflash_tui.core.units import plural
+from dflash_tui.evals.discovery.targets import TargetError, suite_config
+from dflash_tui.evals.results.collect import CollectReport, import_results
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 from dflash_tui.commands import CommandError
-from dflash_tui.config import load_config
+from dflash_tui.console.session import ConsoleSession
+from dflash_tui.core.config import load_config
 from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.remote.reachability import check_hosts
-from dflash_tui.session import ConsoleSession
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

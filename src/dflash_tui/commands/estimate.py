@@ -7,16 +7,16 @@ import asyncio
 from typing import Any
 
 from dflash_tui.commands import CommandError, unknown_name
-from dflash_tui.commands.eval import eval_context
+from dflash_tui.commands._common import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.evals.pairs import (
+from dflash_tui.evals.results.pairs import (
     calibration_pairs,
     default_suite,
     load_acc_lookup,
     tau_points,
 )
-from dflash_tui.evals.semantics import describe
-from dflash_tui.tau import TauEstimate, calibrated_tau, estimate_tau
+from dflash_tui.evals.results.semantics import describe
+from dflash_tui.monitor.tau import TauEstimate, calibrated_tau, estimate_tau
 
 METRIC_WORDS = {
     "tau_greedy": "tau_greedy, greedy speculative decoding's acceptance length on the suite",

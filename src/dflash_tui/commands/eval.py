@@ -1,69 +1,20 @@
-"""`dflash-tui eval CHECKPOINT SUITE [--host H] [--gpu N] [--sliding S] [--wait] [--json]`.
-
-Also the shared setup of the eval commands (jobs, cancel, collect, leaderboard, estimate).
-"""
+"""`dflash-tui eval CHECKPOINT SUITE [--host H] [--gpu N] [--sliding S] [--wait] [--json]`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_tui.commands import CommandError
+from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.config import SLIDING_MODES, Config, load_config
-from dflash_tui.evals.jobs import DONE, Job
-from dflash_tui.evals.leaderboard import build_leaderboard, format_metric, format_ratio
-from dflash_tui.evals.manager import JobError, JobManager, open_eval_state
-from dflash_tui.evals.preflight import REFUSED
-from dflash_tui.evals.semantics import describe
-from dflash_tui.remote.pool import HostPool
-
-
-@dataclass
-class EvalContext:
-    config: Config
-    pool: HostPool
-    manager: JobManager
-
-
-@contextlib.asynccontextmanager
-async def eval_context(config_path: str | None) -> AsyncIterator[EvalContext]:
-    """Config, host pool, state database and JobManager, closed in order afterwards.
-
-    A command is not a console: it leaves jobs another console was preparing to the
-    console, and a job it was preparing itself when stopped (Ctrl-C) is cancelled.
-    """
-    config = load_config(config_path)
-    conn = open_eval_state(config.console.state_dir)
-    pool = HostPool(config)
-    manager = JobManager(config, pool, conn, resume_preparing=False)
-    try:
-        yield EvalContext(config, pool, manager)
-    except JobError as exc:
-        raise CommandError(str(exc), exc.exit_code) from None
-    finally:
-        await manager.close(keep_preparing=False)
-        await pool.close()
-        conn.close()
-
-
-def when(epoch: float | None) -> str:
-    """Local time, minute resolution ('-' when unknown)."""
-    if epoch is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
-
-
-def iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(epoch))
+from dflash_tui.core.config import SLIDING_MODES
+from dflash_tui.evals.jobs.job import DONE
+from dflash_tui.evals.jobs.preflight import REFUSED
+from dflash_tui.evals.results.leaderboard import build_leaderboard, format_metric, format_ratio
+from dflash_tui.evals.results.semantics import describe
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -97,36 +48,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
-class _Progress:
-    """A rewritten progress line on a terminal, plain lines otherwise."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.tty = sys.stderr.isatty()
-        self.open_line = False
-
-    def __call__(self, job: Job) -> None:
-        if self.quiet:
-            return
-        text = f"{job.id}  {job.checkpoint} on {job.suite}@{job.host}: {job.describe()}"
-        if self.tty and not job.terminal:
-            sys.stderr.write("\r\033[K" + text)
-            self.open_line = True
-        else:
-            self.close()
-            sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.open_line:
-            sys.stderr.write("\n")
-            self.open_line = False
-
-
 async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
-        progress = _Progress(quiet=args.json)
+        progress = JobProgress(quiet=args.json)
         job = await manager.start_eval(
             args.checkpoint, args.suite, args.host, args.gpu, args.sliding
         )
@@ -153,20 +78,6 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
         if job.error and job.error.startswith(REFUSED):
             code = 2  # the drafter does not fit the suite: the input is wrong, nothing ran
         return code, out
-
-
-def print_job_head(job: dict[str, Any]) -> None:
-    """A started job's line, how to follow or cancel it, and a failure's last log lines."""
-    print(f"job {job['id']}: {job['summary']}")
-    if job["state"] == "running":
-        print(f"  follow: dflash-tui jobs {job['id']}    cancel: dflash-tui cancel {job['id']}")
-    if job["state"] == "failed":
-        error = job.get("error") or ""
-        if error.startswith(REFUSED):  # the preflight's reasons; there is no log
-            for line in error.splitlines()[1:]:
-                print(f"  {line}")
-        for line in job["log_tail"][-10:]:
-            print(f"  | {line}")
 
 
 def _print(out: dict[str, Any]) -> None:

@@ -9,9 +9,9 @@ import time
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import print_json
-from dflash_tui.config import load_config
+from dflash_tui.core.config import load_config
+from dflash_tui.core.units import plural, size, size_pair
 from dflash_tui.remote.pool import HostPool
-from dflash_tui.units import plural, size, size_pair
 
 PLAIN_INTERVAL_S = 5.0
 

@@ -18,15 +18,15 @@ from typing import Any
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import add_json_flag, format_table, print_json
-from dflash_tui.config import load_config
-from dflash_tui.evals.leaderboard import leaderboard_suites
-from dflash_tui.evals.manager import open_eval_state
-from dflash_tui.evals.served.board import format_speedup, format_tau, format_tok_s
-from dflash_tui.evals.served.formats import FORMAT_NAMES, read_served
-from dflash_tui.evals.served.record import ServedFormatError, ServedReport, settings_text
-from dflash_tui.evals.served.store import ImportOutcome, ServedStore
-from dflash_tui.evals.store import ResultsStore
-from dflash_tui.evals.targets import configured_checkpoints
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.discovery.targets import configured_checkpoints
+from dflash_tui.evals.jobs.manager import open_eval_state
+from dflash_tui.evals.results.leaderboard import leaderboard_suites
+from dflash_tui.evals.results.served.board import format_speedup, format_tau, format_tok_s
+from dflash_tui.evals.results.served.formats import FORMAT_NAMES, read_served
+from dflash_tui.evals.results.served.record import ServedFormatError, ServedReport, settings_text
+from dflash_tui.evals.results.served.store import ImportOutcome, ServedStore
+from dflash_tui.evals.results.store import ResultsStore
 
 COMMAND = "import"  # a Python keyword: the module cannot carry the command's name
 

@@ -16,9 +16,9 @@ from dflash_tui.checkpoints import (
 )
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.config import load_config
+from dflash_tui.core.config import load_config
+from dflash_tui.core.units import count, plural, size
 from dflash_tui.remote.pool import HostPool
-from dflash_tui.units import count, plural, size
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

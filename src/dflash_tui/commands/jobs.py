@@ -7,10 +7,10 @@ import asyncio
 import re
 from typing import Any
 
-from dflash_tui.commands.eval import eval_context, when
+from dflash_tui.commands._common import eval_context, when
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
-from dflash_tui.evals.jobs import Job
-from dflash_tui.units import duration
+from dflash_tui.core.units import duration
+from dflash_tui.evals.jobs.job import Job
 
 COLUMNS = [
     ("id", "JOB"),

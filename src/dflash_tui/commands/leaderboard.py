@@ -7,7 +7,7 @@ import textwrap
 from typing import Any
 
 from dflash_tui.commands import CommandError, unknown_name
-from dflash_tui.commands.eval import iso, when
+from dflash_tui.commands._common import iso, when
 from dflash_tui.commands.output import (
     add_json_flag,
     fit_columns,
@@ -15,8 +15,9 @@ from dflash_tui.commands.output import (
     print_json,
     terminal_width,
 )
-from dflash_tui.config import load_config
-from dflash_tui.evals.leaderboard import (
+from dflash_tui.core.config import load_config
+from dflash_tui.evals.jobs.manager import open_eval_state
+from dflash_tui.evals.results.leaderboard import (
     ALL_ANCHORS,
     DEFAULT_SORT,
     HEADLINE,
@@ -27,17 +28,16 @@ from dflash_tui.evals.leaderboard import (
     format_ratio,
     leaderboard_suites,
 )
-from dflash_tui.evals.manager import open_eval_state
-from dflash_tui.evals.semantics import DEFAULT, describe
-from dflash_tui.evals.served.board import (
+from dflash_tui.evals.results.semantics import DEFAULT, describe
+from dflash_tui.evals.results.served.board import (
     SERVED_LABEL,
     ServedSection,
     row_cells,
     served_section,
     served_suites,
 )
-from dflash_tui.evals.served.store import ServedStore
-from dflash_tui.evals.store import ResultsStore
+from dflash_tui.evals.results.served.store import ServedStore
+from dflash_tui.evals.results.store import ResultsStore
 
 MAX_COLUMNS = 6
 
@@ -210,7 +210,7 @@ def _print_served(section: ServedSection) -> None:
 
 def _progress(args: argparse.Namespace) -> int:
     """`--run RUN`: the run's metrics against training step (evals.progress)."""
-    from dflash_tui.evals.progress import format_progress, run_progress
+    from dflash_tui.evals.results.progress import format_progress, run_progress
 
     config = load_config(args.config)
     if args.run not in {r.name for r in config.runs}:

@@ -8,9 +8,9 @@ import time
 
 from dflash_tui.checkpoints import locate
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
-from dflash_tui.config import load_config
+from dflash_tui.core.config import load_config
+from dflash_tui.core.units import size
 from dflash_tui.remote.pool import HostPool
-from dflash_tui.units import size
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import sys
 
 from dflash_tui.commands import CommandError
-from dflash_tui.config import load_config
+from dflash_tui.core.config import load_config
 from dflash_tui.remote.known_hosts import (
     append_known_host,
     has_known_key,

@@ -10,11 +10,11 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dflash_tui.config import Config, load_config
-from dflash_tui.keymap import check_keymap
+from dflash_tui.console.keymap import check_keymap
+from dflash_tui.core.config import Config, load_config
 
 if TYPE_CHECKING:
-    from dflash_tui.session import ConsoleSession
+    from dflash_tui.console.session import ConsoleSession
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -34,7 +34,7 @@ def open_console(config: Config, setup: Callable[[ConsoleSession], None] | None 
     `setup` sees the session before it starts (the demo adds its start-up work).
     """
     check_keymap(config)
-    from dflash_tui.session import ConsoleSession
+    from dflash_tui.console.session import ConsoleSession
     from dflash_tui.ui.app import run_console
 
     session = ConsoleSession(config)

@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dflash_tui.config import Config, ConfigError
+from dflash_tui.core.config import Config, ConfigError
 
 APP, MAIN, LOG, DETAIL, PROGRESS = "app", "main", "log", "detail", "progress"
 WIDGET = "widget"  # bound by a widget of the main screen itself (e.g. enter on a table)

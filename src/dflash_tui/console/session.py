@@ -35,124 +35,33 @@ import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from dflash_tui.config import Config
-from dflash_tui.monitor.liveness import RunState
+from dflash_tui.console.alerts import AlertRules
+from dflash_tui.console.events import (
+    JobsChanged,
+    LeaderboardChanged,
+    TransfersChanged,
+)
+from dflash_tui.console.transfers import TransferTracker, TransferView
+from dflash_tui.core.config import Config
 from dflash_tui.monitor.monitor import Monitor, MonitorOptions
 from dflash_tui.monitor.views import (
-    AcceptanceDropped,
-    HostReachabilityChanged,
     HostUpdated,
     HostView,
     LogLine,
     MonitorEvent,
-    RunStateChanged,
     RunView,
 )
 from dflash_tui.remote.pool import HostPool
 
 log = logging.getLogger(__name__)
 
-ALERT_STATES = (RunState.DEAD, RunState.STALLED)
 STOP_TIMEOUT_S = 8.0
 JOBS_POLL_S = 5.0
 STORE_PROBE_S = 30.0  # a HeadBucket per store; stores change rarely
 CALIBRATION_TTL_S = 30.0
 COMPLETION_SESSIONS = 2  # SSH sessions path completion may hold on one host at once
-
-
-# --------------------------------------------------------------------------- events
-
-
-@dataclass(frozen=True)
-class AlertRaised:
-    """Something an operator must notice: `subject` (a run or host) went bad.
-
-    `severity` is "error" (dead, unreachable) or "warning" (stalled); `ring`
-    says whether this is a change worth the terminal bell.
-    """
-
-    kind: str  # "run" or "host"
-    subject: str
-    severity: str
-    message: str
-    ring: bool
-
-
-@dataclass(frozen=True)
-class TransfersChanged:
-    """Transfer `transfer_id` (None: the list as a whole) changed; re-read `transfers()`."""
-
-    transfer_id: str | None = None
-
-
-@dataclass(frozen=True)
-class JobsChanged:
-    """Eval job `job_id` changed (state, progress, collected); re-read `jobs()`."""
-
-    job_id: str | None = None
-
-
-@dataclass(frozen=True)
-class LeaderboardChanged:
-    """New results or a new baseline; re-read `leaderboards()`."""
-
-
-SessionEvent = MonitorEvent | AlertRaised | TransfersChanged | JobsChanged | LeaderboardChanged
-
-
-# --------------------------------------------------------------------------- transfer views
-
-
-@dataclass(frozen=True)
-class TransferView:
-    """One transfer as the transfers pane shows it: the stored row plus live progress."""
-
-    id: str
-    src: str
-    dst: str
-    state: str  # running, interrupted, failed, done
-    bytes_done: int
-    bytes_total: int
-    files_total: int
-    rate_bps: float | None
-    eta_s: float | None
-    current_file: str | None
-    error: str | None
-    started_at: float
-    finished_at: float | None
-    # Files already at the destination with the source's sha256 (not sent); known while
-    # this console ran the transfer. `bytes_total` counts the files to send.
-    files_up_to_date: int = 0
-    bytes_up_to_date: int = 0
-
-    @property
-    def fraction(self) -> float | None:
-        if self.state == "done":
-            return 1.0
-        return None if self.bytes_total <= 0 else min(1.0, self.bytes_done / self.bytes_total)
-
-
-@dataclass
-class _LiveTransfer:
-    """What the progress events of a running transfer told us (mutable, session-only)."""
-
-    src: str
-    dst: str
-    started_at: float
-    state: str = "running"
-    bytes_done: int = 0
-    bytes_total: int = 0
-    files_total: int = 0
-    rate_bps: float | None = None
-    eta_s: float | None = None
-    current_file: str | None = None
-    error: str | None = None
-    finished_at: float | None = None
-    files_up_to_date: int = 0
-    bytes_up_to_date: int = 0
 
 
 # --------------------------------------------------------------------------- the interface
@@ -220,15 +129,14 @@ class ConsoleSession:
             config, self.pool, clock=clock, options=monitor_options, calibration=self._calibration
         )
         self.auto_eval = auto_eval
-        self._served_cache: Any = None  # evals.served.store.ServedStore, made on first use
+        self._served_cache: Any = None  # evals.results.served.store.ServedStore, made on first use
         self._subscribers: list[Callable[[Any], None]] = []
         self._unsubscribe_monitor: Callable[[], None] | None = None
-        self._seen_runs: set[str] = set()
-        self._seen_hosts: set[str] = set()
+        self.alerts = AlertRules()
         self._db: sqlite3.Connection | None = None
-        self._live: dict[str, _LiveTransfer] = {}
-        self._manager: Any = None  # evals.manager.JobManager once started
-        self._sweep: Any = None  # evals.sweep.AutoEval when a run has auto_eval
+        self._transfers = TransferTracker(clock)
+        self._manager: Any = None  # evals.jobs.manager.JobManager once started
+        self._sweep: Any = None  # evals.discovery.sweep.AutoEval when a run has auto_eval
         self._sweep_refs: tuple[str, ...] = ()
         # run -> (monotonic time, _calibration_inputs(), pairs)
         self._calibrations: dict[
@@ -275,8 +183,8 @@ class ConsoleSession:
 
     def _start_evals(self) -> None:
         try:
-            from dflash_tui.evals.manager import JobManager
-            from dflash_tui.evals.sweep import AutoEval
+            from dflash_tui.evals.discovery.sweep import AutoEval
+            from dflash_tui.evals.jobs.manager import JobManager
 
             manager = JobManager(self.config, self.pool, self._state_db(), self.clock)
         except (OSError, sqlite3.Error, ImportError) as exc:
@@ -348,42 +256,9 @@ class ConsoleSession:
 
     def _on_monitor_event(self, event: MonitorEvent) -> None:
         self._emit(event)
-        alert = self._alert_for(event)
+        alert = self.alerts.alert_for(event)
         if alert is not None:
             self._emit(alert)
-
-    def _alert_for(self, event: MonitorEvent) -> AlertRaised | None:
-        """Which monitor events deserve an alert: see the module docstring."""
-        if isinstance(event, RunStateChanged):
-            if event.new == RunState.UNKNOWN:
-                return None  # the host's own alert says why
-            first = event.run not in self._seen_runs
-            self._seen_runs.add(event.run)
-            if event.new not in ALERT_STATES:
-                return None
-            severity = "error" if event.new == RunState.DEAD else "warning"
-            return AlertRaised(
-                "run", event.run, severity, f"{event.run} is {event.new}: {event.reason}", not first
-            )
-        if isinstance(event, AcceptanceDropped):
-            return AlertRaised(
-                "run",
-                event.run,
-                "warning",
-                f"{event.run}: served acceptance length {event.value:.2f}, "
-                f"well below its recent {event.level:.2f}",
-                True,
-            )
-        if isinstance(event, HostReachabilityChanged):
-            first = event.host not in self._seen_hosts
-            self._seen_hosts.add(event.host)
-            if event.reachable:
-                return None
-            why = f": {event.error}" if event.error else ""
-            return AlertRaised(
-                "host", event.host, "error", f"{event.host} is unreachable{why}", not first
-            )
-        return None
 
     # ------------------------------------------------------------------ reading
 
@@ -480,7 +355,7 @@ class ConsoleSession:
         """One `evals.leaderboard.Leaderboard` per suite (configured suites first)."""
         if self._manager is None:
             return ()
-        from dflash_tui.evals.leaderboard import build_leaderboard, leaderboard_suites
+        from dflash_tui.evals.results.leaderboard import build_leaderboard, leaderboard_suites
 
         store = self._manager.results
         extra = self._complete_checkpoints()
@@ -497,7 +372,7 @@ class ConsoleSession:
     def _served_store(self) -> Any:
         """The served results beside the manager's results store (made once: it applies
         its tables' schema)."""
-        from dflash_tui.evals.served.store import ServedStore
+        from dflash_tui.evals.results.served.store import ServedStore
 
         assert self._manager is not None
         results = self._manager.results
@@ -507,15 +382,15 @@ class ConsoleSession:
         return cached
 
     def _served_suites(self, known: list[str]) -> list[str]:
-        from dflash_tui.evals.served.board import served_suites
+        from dflash_tui.evals.results.served.board import served_suites
 
         return served_suites(self._served_store(), known)
 
     def served(self, boards: Sequence[Any]) -> Mapping[str, Any]:
-        """Per board's suite, its served rows (`evals.served.board.ServedSection`)."""
+        """Per board's suite, its served rows (`evals.results.served.board.ServedSection`)."""
         if self._manager is None:
             return {}
-        from dflash_tui.evals.served.board import served_section
+        from dflash_tui.evals.results.served.board import served_section
 
         try:
             store = self._served_store()
@@ -531,7 +406,7 @@ class ConsoleSession:
         """One suite's `Leaderboard` (with per-task rows when `tasks`); None if unavailable."""
         if self._manager is None:
             return None
-        from dflash_tui.evals.leaderboard import build_leaderboard
+        from dflash_tui.evals.results.leaderboard import build_leaderboard
 
         try:
             return build_leaderboard(
@@ -575,7 +450,7 @@ class ConsoleSession:
         manager = self._manager
         if manager is None:
             return []
-        from dflash_tui.evals.leaderboard import choose_baseline
+        from dflash_tui.evals.results.leaderboard import choose_baseline
 
         started = []
         jobs = manager.jobs()
@@ -601,7 +476,7 @@ class ConsoleSession:
         the run has no suite at all. Reads the results store: call it when results change."""
         if self._manager is None:
             return None
-        from dflash_tui.evals.progress import run_progress
+        from dflash_tui.evals.results.progress import run_progress
 
         try:
             found = run_progress(self.config, self._manager.results, run, suite)
@@ -621,7 +496,7 @@ class ConsoleSession:
         sweep, manager = self._sweep, self._manager
         if sweep is None or manager is None:
             return frozenset()
-        from dflash_tui.evals.sweep import already_handled
+        from dflash_tui.evals.discovery.sweep import already_handled
 
         try:
             jobs = manager.jobs()
@@ -697,7 +572,7 @@ class ConsoleSession:
             return cached[2]
         pairs: list[tuple[float, float]] = []
         if self._manager is not None:
-            from dflash_tui.evals.pairs import calibration_pairs, default_suite, tau_points
+            from dflash_tui.evals.results.pairs import calibration_pairs, default_suite, tau_points
 
             store = self._manager.results
             try:
@@ -720,7 +595,7 @@ class ConsoleSession:
         """The state database with the jobs, results and transfers tables (opened once)."""
         if self._db is None:
             try:
-                from dflash_tui.evals.manager import open_eval_state
+                from dflash_tui.evals.jobs.manager import open_eval_state
             except ImportError:
                 from dflash_tui.transfer import open_transfer_state as open_eval_state
             self._db = open_eval_state(self.config.console.state_dir)
@@ -735,32 +610,7 @@ class ConsoleSession:
         except (OSError, sqlite3.Error) as exc:
             log.warning("cannot read transfers: %s", exc)
             records = []
-        views = []
-        for r in records:
-            live = self._live.get(r.id)
-            if live is not None:
-                views.append(_view_from_live(r.id, live))
-            else:
-                views.append(
-                    TransferView(
-                        id=r.id,
-                        src=r.src,
-                        dst=r.dst,
-                        state=r.state,
-                        bytes_done=r.bytes_done,
-                        bytes_total=r.bytes_total,
-                        files_total=r.files_total,
-                        rate_bps=None,
-                        eta_s=None,
-                        current_file=None,
-                        error=r.error,
-                        started_at=r.started_at,
-                        finished_at=r.finished_at,
-                    )
-                )
-        stored = {v.id for v in views}
-        extra = [_view_from_live(i, t) for i, t in self._live.items() if i not in stored]
-        return tuple(sorted(extra, key=lambda v: -v.started_at) + views)
+        return self._transfers.views(records)
 
     async def relay(self, src: str, dst: str) -> str:
         """Copy `src` to `dst` (`host:path` or local), verified; returns the transfer id.
@@ -768,34 +618,10 @@ class ConsoleSession:
         Progress arrives as TransfersChanged events. Raises EndpointError for
         a bad word and TransferError when the copy fails (resumable or not).
         """
-        from dflash_tui.transfer import (
-            FileProgress,
-            TransferEvent,
-            TransferFailed,
-            TransferFinished,
-            TransferStarted,
-            relay,
-        )
+        from dflash_tui.transfer import TransferEvent, relay
 
         def on_event(event: TransferEvent) -> None:
-            live = self._live.get(event.transfer_id)
-            if live is None:
-                live = self._live[event.transfer_id] = _LiveTransfer(src, dst, self.clock())
-            if isinstance(event, TransferStarted):
-                live.bytes_total, live.files_total = event.bytes_total, event.files
-                live.bytes_done = event.bytes_verified
-                live.files_up_to_date = event.files_up_to_date
-                live.bytes_up_to_date = event.bytes_up_to_date
-            elif isinstance(event, FileProgress):
-                live.bytes_done, live.bytes_total = event.overall_done, event.overall_total
-                live.rate_bps, live.eta_s = event.overall_rate_bps, event.overall_eta_s
-                live.current_file = event.path
-            elif isinstance(event, TransferFinished):
-                live.state, live.bytes_done, live.eta_s = "done", live.bytes_total, 0.0
-                live.rate_bps, live.finished_at = event.rate_bps, self.clock()
-            elif isinstance(event, TransferFailed):
-                live.state = "interrupted" if event.resumable else "failed"
-                live.error, live.finished_at = event.reason, self.clock()
+            self._transfers.update(src, dst, event)
             self._emit(TransfersChanged(event.transfer_id))
 
         result = await relay(self.pool, self._state_db(), src, dst, on_event=on_event)
@@ -826,33 +652,4 @@ class ConsoleSession:
             return [c.text for c in found]
 
 
-def _view_from_live(transfer_id: str, t: _LiveTransfer) -> TransferView:
-    return TransferView(
-        id=transfer_id,
-        src=t.src,
-        dst=t.dst,
-        state=t.state,
-        bytes_done=t.bytes_done,
-        bytes_total=t.bytes_total,
-        files_total=t.files_total,
-        rate_bps=t.rate_bps,
-        eta_s=t.eta_s,
-        current_file=t.current_file,
-        error=t.error,
-        started_at=t.started_at,
-        finished_at=t.finished_at,
-        files_up_to_date=t.files_up_to_date,
-        bytes_up_to_date=t.bytes_up_to_date,
-    )
-
-
-__all__ = [
-    "AlertRaised",
-    "ConsoleSession",
-    "JobsChanged",
-    "LeaderboardChanged",
-    "SessionAPI",
-    "SessionEvent",
-    "TransferView",
-    "TransfersChanged",
-]
+__all__ = ["ConsoleSession", "SessionAPI"]

@@ -87,7 +87,7 @@ def write_demo_assets(evalbox_root: Path, container_root: Path) -> DemoEvalAsset
 
     import torch
 
-    from dflash_tui.evals.synthetic import write_cache, write_drafter
+    from dflash_tui.demo.synthetic import write_cache, write_drafter
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -29,9 +29,9 @@ from typing import Protocol
 
 import asyncssh
 
+from dflash_tui.demo import assets as demo_assets
 from dflash_tui.demo import trainer
 from dflash_tui.demo.shell_server import ShellServer
-from dflash_tui.evals import demo_assets
 
 PCT_SHIM = """#!/bin/sh
 # Demo stand-in for Proxmox `pct exec ID -- CMD...`: runs CMD inside "container" ID.
@@ -391,7 +391,7 @@ def demo_config_text(
         stall = "\nstall_after_s = 60" if run.mode == "stalled" else ""
         if run.mode == "healthy" and run.checkpoints:
             stall += f'\ncheckpoints = "workspace/checkpoints/{run.name}/step-*"'
-            # Every new checkpoint is evaluated as the trainer writes it (evals.sweep.AutoEval).
+            # Every new checkpoint is evaluated as the trainer writes it (evals.discovery.sweep.AutoEval).
             stall += f'\nauto_eval = ["{demo_assets.SUITE_NAME}"]\nmax_parallel = 1'
         run_tables.append(
             f'[[runs]]\nname = "{run.name}"\nhost = "trainbox"\nlog = "workspace/train_{run.name}.log"\n'

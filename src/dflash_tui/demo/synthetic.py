@@ -40,9 +40,9 @@ from typing import Any
 
 import torch
 
-from dflash_tui.evals.harness import CACHE_FORMAT
-from dflash_tui.evals.harness.drafter import SLIDING, DrafterFiles, parse_config, weight_shapes
-from dflash_tui.evals.harness.model import DrafterModel, block_logits
+from dflash_tui.shipped.harness import CACHE_FORMAT
+from dflash_tui.shipped.harness.drafter import SLIDING, DrafterFiles, parse_config, weight_shapes
+from dflash_tui.shipped.harness.model import DrafterModel, block_logits
 
 _ST_DTYPES = {
     torch.float32: "F32",

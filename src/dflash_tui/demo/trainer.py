@@ -74,7 +74,7 @@ def parent_alive(pid: int) -> bool:
     return True
 
 
-ASSETS_STAMP = ".dflash-demo-assets"  # written by dflash_tui.evals.demo_assets when complete
+ASSETS_STAMP = ".dflash-demo-assets"  # written by dflash_tui.demo.assets when complete
 
 
 class Checkpointer:

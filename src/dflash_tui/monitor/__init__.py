@@ -73,6 +73,7 @@ from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState, format_duration
 from dflash_tui.monitor.monitor import Calibration, EventStream, Monitor, MonitorOptions
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailLine, TailNotice
+from dflash_tui.monitor.tau import TauEstimate
 from dflash_tui.monitor.views import (
     AcceptanceDropped,
     HostReachabilityChanged,
@@ -86,7 +87,6 @@ from dflash_tui.monitor.views import (
     RunUpdated,
     RunView,
 )
-from dflash_tui.tau import TauEstimate
 
 __all__ = [
     "AcceptanceDropped",

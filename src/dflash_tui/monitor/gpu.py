@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dflash_tui.units import MiB, size_pair
+from dflash_tui.core.units import MiB, size_pair
 
 
 @dataclass(frozen=True)

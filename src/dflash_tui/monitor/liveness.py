@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dflash_tui.core.units import duration as format_duration
+from dflash_tui.core.units import uptime as format_uptime
 from dflash_tui.monitor.gpu import GpuInfo, parse_gpu_csv
-from dflash_tui.units import duration as format_duration
-from dflash_tui.units import uptime as format_uptime
 
 PROBE_MARKER = "dflash-tui-probe"
 OUR_MARKERS = (PROBE_MARKER, "dflash-tui-tail", "dflash-tui-history")

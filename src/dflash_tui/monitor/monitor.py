@@ -15,7 +15,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dflash_tui.config import Config, RunConfig
+from dflash_tui.core.config import Config, RunConfig
+from dflash_tui.core.tasks import cancel_and_wait
 from dflash_tui.monitor.backlog import load_backlog
 from dflash_tui.monitor.history import History, HistorySeries, LazySeries
 from dflash_tui.monitor.liveness import (
@@ -34,6 +35,7 @@ from dflash_tui.monitor.probe_stream import ProbeStream
 from dflash_tui.monitor.served import ServedAcceptance
 from dflash_tui.monitor.served_metrics import EndpointReader, metrics_series
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailNotice
+from dflash_tui.monitor.tau import TauEstimate, estimate_tau
 from dflash_tui.monitor.views import (
     AcceptanceDropped,
     HostReachabilityChanged,
@@ -50,8 +52,6 @@ from dflash_tui.monitor.views import (
 from dflash_tui.remote.errors import CommandFailed, RemoteError
 from dflash_tui.remote.http import http_get
 from dflash_tui.remote.pool import HostPool
-from dflash_tui.tasks import cancel_and_wait
-from dflash_tui.tau import TauEstimate, estimate_tau
 
 log = logging.getLogger(__name__)
 

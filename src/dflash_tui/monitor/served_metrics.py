@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tui.config import MetricsEndpoint
+from dflash_tui.core.config import MetricsEndpoint
 from dflash_tui.monitor.history import HistorySeries
 from dflash_tui.monitor.served import ServedAcceptance
 

@@ -49,11 +49,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tui.core.tasks import cancel_and_wait
 from dflash_tui.monitor.lines import LineSplitter, RawLine, clean_line
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
-from dflash_tui.tasks import cancel_and_wait
 
 HEARTBEAT_MAX_S = 6
 """Seconds between heartbeats of a quiet log at most (was a fixed 2 s)."""

@@ -16,7 +16,7 @@ monotone (pool-adjacent-violators) and linearly interpolated. Outside the
 calibrated range the nearest end is used and the basis says so. With fewer
 than two distinct calibration points the estimate says what is missing
 instead of guessing. The caller supplies the pairs (the results store does
-so, `evals/pairs.py`); nothing here reads files or state. It lives outside
+so, `evals/results/pairs.py`); nothing here reads files or state. It lives outside
 `evals/` so that monitoring, which shows a live tau per run, does not depend
 on the eval stack.
 """

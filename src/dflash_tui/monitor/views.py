@@ -22,7 +22,7 @@ from dflash_tui.monitor.liveness import ProcessInfo, RunState
 from dflash_tui.monitor.served import Acceptance
 from dflash_tui.monitor.served_metrics import EndpointStatus
 from dflash_tui.monitor.tail import TailNotice
-from dflash_tui.tau import TauEstimate
+from dflash_tui.monitor.tau import TauEstimate
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import gzip
 import zlib
 from urllib.parse import urljoin, urlsplit
 
-from dflash_tui import units
+from dflash_tui.core import units
 from dflash_tui.remote.errors import EndpointFailed, RemoteError
 from dflash_tui.remote.pool import TRANSPORT_ERRORS, HostPool
 

@@ -24,7 +24,7 @@ from dflash_tui.remote.library_search import without_absent_liboqs_search  # iso
 with without_absent_liboqs_search():
     import asyncssh
 
-from dflash_tui.config import Config, ConfigError, HostConfig
+from dflash_tui.core.config import Config, ConfigError, HostConfig
 from dflash_tui.remote import ignore_packets
 from dflash_tui.remote.command import RemoteCommand, in_new_process_group, kill_group_argv
 from dflash_tui.remote.errors import (

@@ -13,6 +13,7 @@ import posixpath
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
+from dflash_tui.core.units import size
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.plan import (
@@ -25,7 +26,6 @@ from dflash_tui.transfer.plan import (
 from dflash_tui.transfer.scripts import PREPARE, argv
 from dflash_tui.transfer.sides import Side
 from dflash_tui.transfer.store import FileRecord
-from dflash_tui.units import size
 
 MAX_LISTED = 5
 HASH_CONCURRENCY = 4

@@ -17,57 +17,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dflash_tui.state import Schema
+from dflash_tui.core.schemas import TRANSFERS
 from dflash_tui.transfer.verify import Range
 
-SCHEMA = Schema(
-    "transfers",
-    [
-        """
-        CREATE TABLE transfers (
-            id TEXT PRIMARY KEY,
-            src TEXT NOT NULL,
-            dst TEXT NOT NULL,
-            mode TEXT NOT NULL,
-            keep_local TEXT,
-            state TEXT NOT NULL,
-            range_bytes INTEGER NOT NULL,
-            files_total INTEGER NOT NULL DEFAULT 0,
-            bytes_total INTEGER NOT NULL DEFAULT 0,
-            bytes_done INTEGER NOT NULL DEFAULT 0,
-            error TEXT,
-            error_kind TEXT,
-            resumable INTEGER NOT NULL DEFAULT 0,
-            pid INTEGER,
-            started_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            finished_at REAL
-        );
-        CREATE INDEX transfers_by_ends ON transfers (src, dst, state);
-        CREATE TABLE transfer_files (
-            transfer_id TEXT NOT NULL REFERENCES transfers (id) ON DELETE CASCADE,
-            rel TEXT NOT NULL,
-            size INTEGER NOT NULL,
-            mtime TEXT NOT NULL,
-            mode INTEGER NOT NULL,
-            state TEXT NOT NULL,
-            sha256_src TEXT,
-            sha256_dst TEXT,
-            PRIMARY KEY (transfer_id, rel)
-        );
-        CREATE TABLE transfer_ranges (
-            transfer_id TEXT NOT NULL,
-            rel TEXT NOT NULL,
-            offset INTEGER NOT NULL,
-            length INTEGER NOT NULL,
-            sha256 TEXT,
-            PRIMARY KEY (transfer_id, rel, offset),
-            FOREIGN KEY (transfer_id, rel) REFERENCES transfer_files (transfer_id, rel)
-                ON DELETE CASCADE
-        )
-        """
-    ],
-)
+SCHEMA = TRANSFERS  # the tables this module reads and writes (core/schemas.py)
 
 # States: running (a live process owns it), interrupted (resumable), failed, done.
 UNFINISHED = ("running", "interrupted")

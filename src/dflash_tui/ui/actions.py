@@ -1,7 +1,7 @@
 """Every bindable action in one table: key bindings, the command palette and the help
 screen all come from here, and a user keymap (`[keys]` in hosts.toml) rebinds by id.
 
-The table itself is plain data in `dflash_tui.keymap` (the core validates a
+The table itself is plain data in `dflash_tui.console.keymap` (the core validates a
 user keymap against it without loading Textual); this module turns it into
 Textual bindings. Bindings are generated per screen with `Binding(id=...)`,
 so `App.set_keymap` rebinds an action everywhere at once.
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from textual.binding import Binding
 
-from dflash_tui.keymap import (
+from dflash_tui.console.keymap import (
     ACTIONS,
     ALL_SCREENS,
     APP,

@@ -1,6 +1,6 @@
 """The console App: the only part of the UI that talks to the core.
 
-It holds a session (`dflash_tui.session.ConsoleSession`, or anything with
+It holds a session (`dflash_tui.console.session.ConsoleSession`, or anything with
 the same interface), marks what the session's events changed, and paints it
 on one beat (BEAT_S), in one frame: runs, hosts and transfers are re-read at
 most every `max(VIEWS_FLUSH_S, refresh_s)` (the probes' own pace: nothing is
@@ -32,15 +32,15 @@ from textual.screen import Screen
 from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState
 
-from dflash_tui import gc_policy
+from dflash_tui.console.events import AlertRaised
+from dflash_tui.console.events import JobsChanged as CoreJobsChanged
+from dflash_tui.console.events import LeaderboardChanged as CoreLeaderboardChanged
+from dflash_tui.console.events import TransfersChanged as CoreTransfersChanged
+from dflash_tui.console.session import SessionAPI
 from dflash_tui.monitor.views import HostUpdated as CoreHostUpdated
 from dflash_tui.monitor.views import LinesAppended as CoreLinesAppended
 from dflash_tui.monitor.views import RunUpdated as CoreRunUpdated
-from dflash_tui.session import AlertRaised, SessionAPI
-from dflash_tui.session import JobsChanged as CoreJobsChanged
-from dflash_tui.session import LeaderboardChanged as CoreLeaderboardChanged
-from dflash_tui.session import TransfersChanged as CoreTransfersChanged
-from dflash_tui.ui import actions, messages
+from dflash_tui.ui import actions, gc_policy, messages
 from dflash_tui.ui.glyphs import AsciiCommandPalette, use_common_glyphs
 from dflash_tui.ui.guard import ERROR_LOG_NAME, ErrorDesk, Guarded
 from dflash_tui.ui.panes.base import PaneMixin

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import time
 
-from dflash_tui import units
-from dflash_tui.monitor.history import Trend
+from dflash_tui.core import units
 
 # Sizes and rates are written by the core's one formatter; here for the panes' `fmt.size`.
-from dflash_tui.units import rate as rate
-from dflash_tui.units import size as size
-from dflash_tui.units import size_pair as size_pair
+from dflash_tui.core.units import rate as rate
+from dflash_tui.core.units import size as size
+from dflash_tui.core.units import size_pair as size_pair
+from dflash_tui.monitor.history import Trend
 
 DASH = "-"
 UP, DOWN, FLAT = "↑", "↓", "→"

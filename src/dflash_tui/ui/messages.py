@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from dflash_tui.session import AlertRaised
+from dflash_tui.console.events import AlertRaised
 
 
 class TransfersChanged(Message):

@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dflash_tui.config import Config, RunConfig
-from dflash_tui.evals.jobs import Job
-from dflash_tui.evals.targets import CheckpointRef, step_from_name
+from dflash_tui.core.config import Config, RunConfig
+from dflash_tui.evals.discovery.targets import CheckpointRef, step_from_name
+from dflash_tui.evals.jobs.job import Job
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
@@ -431,9 +431,9 @@ async def start_sweep(
     returns once the last one has started. Raises TargetError for an unknown
     suite and RemoteError when the run's host cannot be listed.
     """
-    from dflash_tui.evals.jobs import TERMINAL
-    from dflash_tui.evals.slurm_backend import SlurmBackend
-    from dflash_tui.evals.targets import suite_config
+    from dflash_tui.evals.discovery.targets import suite_config
+    from dflash_tui.evals.jobs.job import TERMINAL
+    from dflash_tui.evals.jobs.slurm_backend import SlurmBackend
 
     target = host or suite_config(manager.config, suite).host
     backend = manager.backend(target)

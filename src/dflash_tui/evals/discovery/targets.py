@@ -14,7 +14,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from dflash_tui.config import CheckpointConfig, Config, RunConfig, SuiteConfig
+from dflash_tui.core.config import CheckpointConfig, Config, RunConfig, SuiteConfig
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import HostUnreachable, RemoteError
 from dflash_tui.remote.pool import HostPool

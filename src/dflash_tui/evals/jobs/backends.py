@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from dflash_tui.evals.jobs import Job
+from dflash_tui.evals.jobs.job import Job
 from dflash_tui.remote.command import HomePath, RemoteCommand, shell_script
 from dflash_tui.remote.errors import CommandFailed
 from dflash_tui.remote.pool import HostPool

@@ -17,7 +17,7 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
-from dflash_tui.config import Config, SuiteConfig
+from dflash_tui.core.config import Config, SuiteConfig
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import CommandFailed, RemoteError
 from dflash_tui.remote.pool import HostPool

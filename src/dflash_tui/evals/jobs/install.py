@@ -7,7 +7,7 @@ manifest's own hash names the directory). Only `*.py` files count: a
 `__pycache__` appears next to them after the first run. The harness lands in
 `$HOME/.cache/dflash-tui/harness/<sha256>/` by an atomic rename, so a
 half-unpacked copy is never used, and two consoles installing at once is
-harmless. The cache builder (`evals/cachebuild/`, DESIGN §4.10) travels the
+harmless. The cache builder (`shipped/cachebuild/`, DESIGN §4.10) travels the
 same way to `$HOME/.cache/dflash-tui/cachebuild/<sha256>/` (`folder="cachebuild"`).
 """
 
@@ -28,14 +28,14 @@ MANIFEST = "MANIFEST"
 
 def harness_dir() -> Path:
     """The harness package directory in this installation (its `__init__` imports nothing)."""
-    import dflash_tui.evals.harness as harness
+    import dflash_tui.shipped.harness as harness
 
     return Path(harness.__file__).resolve().parent
 
 
 def cachebuild_dir() -> Path:
     """The cache builder's package directory (its `__init__` imports nothing either)."""
-    import dflash_tui.evals.cachebuild as cachebuild
+    import dflash_tui.shipped.cachebuild as cachebuild
 
     return Path(cachebuild.__file__).resolve().parent
 

@@ -28,8 +28,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dflash_tui.state import Schema
-
 QUEUED = "queued"
 RELAYING = "relaying"
 UPLOADING = "uploading"
@@ -49,51 +47,13 @@ TERMINAL = frozenset({DONE, FAILED, CANCELLED, LOST})
 PENDING_NOTE = "pending"  # a running job's detail that starts so waits in a scheduler queue
 LOG_TAIL_LINES = 20
 
-SCHEMA = Schema(
-    "jobs",
-    [
-        """
-        CREATE TABLE jobs (
-            id TEXT PRIMARY KEY,
-            backend TEXT NOT NULL,
-            host TEXT NOT NULL,
-            suite TEXT NOT NULL,
-            checkpoint TEXT NOT NULL,
-            checkpoint_host TEXT NOT NULL,
-            checkpoint_path TEXT NOT NULL,
-            remote_checkpoint_path TEXT,
-            run TEXT,
-            step INTEGER,
-            gpu TEXT,
-            state TEXT NOT NULL,
-            detail TEXT,
-            progress_done INTEGER,
-            progress_total INTEGER,
-            remote_dir TEXT,
-            pid INTEGER,
-            proc_start TEXT,
-            command TEXT,
-            exit_code INTEGER,
-            error TEXT,
-            log_tail TEXT,
-            owner_pid INTEGER,
-            owner_start TEXT,
-            created_at REAL NOT NULL,
-            started_at REAL,
-            finished_at REAL,
-            updated_at REAL NOT NULL,
-            collected_at REAL,
-            result_dir TEXT,
-            collect_error TEXT
-        );
-        CREATE INDEX jobs_by_state ON jobs (state, host)
-        """,
-        # `dflash-tui eval --sliding`: the harness's --sliding for this job (NULL: the suite's)
-        "ALTER TABLE jobs ADD COLUMN sliding TEXT",
-        # what the job does: "eval" (the harness) or "cache" (a cache build, DESIGN §4.10)
-        "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'eval'",
-    ],
-)
+
+class JobError(Exception):
+    """A job operation that cannot be done; `exit_code` 2 for bad usage, 1 otherwise."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def new_job_id(now: float) -> str:

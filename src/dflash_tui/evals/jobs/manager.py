@@ -25,9 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tui.checkpoints import CheckpointError
-from dflash_tui.config import SLIDING_MODES, Config, SuiteConfig
-from dflash_tui.evals import jobs as J
-from dflash_tui.evals.backends import (
+from dflash_tui.core.config import SLIDING_MODES, Config, SuiteConfig
+from dflash_tui.core.schemas import JOBS, RESULTS, TRANSFERS
+from dflash_tui.core.state import open_state
+from dflash_tui.core.units import size
+from dflash_tui.evals.discovery.targets import (
+    CheckpointRef,
+    TargetError,
+    resolve_checkpoint,
+    suite_config,
+)
+from dflash_tui.evals.jobs import gpus
+from dflash_tui.evals.jobs import job as J
+from dflash_tui.evals.jobs.backends import (
     CACHE_BUILD_FILE,
     HARNESS_MISSING,
     LOG_FILE,
@@ -37,35 +47,26 @@ from dflash_tui.evals.backends import (
     RemoteStatus,
     SshBackend,
 )
-from dflash_tui.evals.cachejobs import (
+from dflash_tui.evals.jobs.cachejobs import (
     CacheBuildError,
     CacheBuildRequest,
     plan_cache_build,
     upload_prompts,
 )
-from dflash_tui.evals.collect import CollectReport
-from dflash_tui.evals.jobs import Job, JobStore, JobUpdated, new_job_id
-from dflash_tui.evals.placement import PlacementError, place_checkpoint
-from dflash_tui.evals.preflight import PreflightRefused, preflight
-from dflash_tui.evals.schema import SchemaError, parse_results
-from dflash_tui.evals.slurm_backend import SlurmBackend
-from dflash_tui.evals.store import SCHEMA as RESULTS_SCHEMA
-from dflash_tui.evals.store import ResultsStore
-from dflash_tui.evals.targets import (
-    CheckpointRef,
-    TargetError,
-    resolve_checkpoint,
-    suite_config,
-)
-from dflash_tui.evals.upload import HarnessUploader, cachebuild_dir
+from dflash_tui.evals.jobs.install import HarnessUploader, cachebuild_dir
+from dflash_tui.evals.jobs.job import Job, JobError, JobStore, JobUpdated, new_job_id
+from dflash_tui.evals.jobs.ownership import local_process_start, owner_alive
+from dflash_tui.evals.jobs.placement import PlacementError, place_checkpoint
+from dflash_tui.evals.jobs.preflight import PreflightRefused, preflight
+from dflash_tui.evals.jobs.slurm_backend import SlurmBackend
+from dflash_tui.evals.results.collect import CollectReport
+from dflash_tui.evals.results.schema import SchemaError, parse_results
+from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import CommandFailed, HostUnreachable, RemoteError
 from dflash_tui.remote.pool import HostPool
-from dflash_tui.state import open_state
-from dflash_tui.transfer import SCHEMA as TRANSFERS_SCHEMA
 from dflash_tui.transfer import FileProgress, TransferError, TransferEvent
-from dflash_tui.units import size
 
 Listener = Callable[[JobUpdated], None]
 RELAY_DETAIL_INTERVAL_S = 0.5
@@ -79,45 +80,9 @@ done
 exit 1"""
 
 
-class JobError(Exception):
-    """A job operation that cannot be done; `exit_code` 2 for bad usage, 1 otherwise."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
 def open_eval_state(state_dir: Path) -> sqlite3.Connection:
     """The state database with the jobs, results and transfers tables in place."""
-    return open_state(state_dir, J.SCHEMA, RESULTS_SCHEMA, TRANSFERS_SCHEMA)
-
-
-def local_process_start(pid: int) -> str | None:
-    """This machine's start time of `pid` (field 22 of /proc/PID/stat); None if not running."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
-
-
-def _owner_alive(job: Job) -> bool:
-    if job.owner_pid is None:
-        return False
-    start = local_process_start(job.owner_pid)
-    if start is None:
-        if not os.path.exists("/proc/self/stat"):  # no procfs: fall back to "does it exist"
-            try:
-                os.kill(job.owner_pid, 0)
-            except ProcessLookupError:
-                return False
-            except PermissionError:
-                return True
-            return True
-        return False
-    return job.owner_start is None or start == job.owner_start
+    return open_state(state_dir, JOBS, RESULTS, TRANSFERS)
 
 
 def _error_from_log(lines: Sequence[str]) -> str | None:
@@ -206,60 +171,13 @@ class JobManager:
 
     # ------------------------------------------------------------------ launching
 
-    def _device(self, host: str, suite: SuiteConfig) -> str:
-        """ "cuda" or "cpu": the suite's `device`, else the host's, else cuda (never a silent
-        CPU fallback: the harness gets the device explicitly and fails without it)."""
-        return suite.device or self.config.host(host).device or "cuda"
-
     def device_of(self, job: Job) -> str | None:
-        """ "cpu" or "cuda": where `job` runs by the config (its suite's `device`, else its
-        host's, for a suite gone from the config); None when its host is gone too."""
-        if job.host not in self.config.hosts:
-            return None
-        suite = next((s for s in self.config.suites if s.name == job.suite), None)
-        if suite is None:
-            return self.config.host(job.host).device or "cuda"
-        return self._device(job.host, suite)
+        """ "cpu" or "cuda": where `job` runs by the config (see `gpus.device_of`)."""
+        return gpus.device_of(self.config, job)
 
-    async def _gpu_count(self, host: str) -> int:
-        """How many GPUs `nvidia-smi -L` lists on `host`; JobError when it cannot say."""
-        try:
-            result = await self.pool.run(host, ["nvidia-smi", "-L"], timeout=30, check=False)
-        except RemoteError as exc:
-            raise JobError(f"cannot count the GPUs on {host}: {exc}") from None
-        cpu_hint = (
-            f'set device = "cpu" in [hosts.{host}] or the suite ({self.config.path}) to '
-            "evaluate on the CPU, or pass --gpu N"
-        )
-        if result.exit_status == 127:
-            raise JobError(f"{host} has no nvidia-smi, so no GPU to pick; {cpu_hint}", 2)
-        if result.exit_status != 0:
-            said = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [""]
-            raise JobError(
-                f"nvidia-smi -L failed on {host} (exit status {result.exit_status}): {said[0]}; "
-                "check the GPU driver there, or pass --gpu N"
-            )
-        count = sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
-        if count == 0:
-            raise JobError(f"nvidia-smi -L on {host} lists no GPUs; {cpu_hint}", 2)
-        return count
-
-    def _pick_gpu(self, host: str, count: int) -> str:
-        """The lowest GPU index below `count` that no unfinished job on `host` uses.
-
-        With every GPU taken the eval is refused (exit 1) rather than queued: a job
-        never shares a GPU or lands on a missing one (and so on the CPU) unasked.
-        """
-        active = [j for j in self.jobs(active_only=True) if j.host == host and j.gpu is not None]
-        busy = {i for j in active for i in (j.gpu or "").split(",")}
-        for n in range(count):
-            if str(n) not in busy:
-                return str(n)
-        ids = ", ".join(j.id for j in active[:4])
-        raise JobError(
-            f"all {count} GPUs of {host} are taken by unfinished eval jobs ({ids}); wait for "
-            "one to end (dflash-tui jobs), cancel one (dflash-tui cancel JOB), or pass --gpu N "
-            "to share a GPU"
+    async def _gpu_for(self, host: str, suite: SuiteConfig, gpu: int | str | None) -> str | None:
+        return await gpus.choose_gpu(
+            self.pool, self.config, self.jobs(active_only=True), host, suite, gpu
         )
 
     async def start_eval(
@@ -273,7 +191,7 @@ class JobManager:
         """Queue an eval and prepare it in the background; returns the queued job at once.
 
         `sliding` is the harness's `--sliding` for this job (else the suite's `sliding`).
-        First the preflight (`evals/preflight.py`) checks the drafter against the suite's
+        First the preflight (`evals/jobs/preflight.py`) checks the drafter against the suite's
         cache from headers alone: a drafter that cannot be scored is recorded as a failed
         job whose error starts with REFUSED, and nothing is copied. Raises JobError (exit
         code 2) for an unknown checkpoint, suite or host, (exit code 1) for a host that
@@ -417,7 +335,7 @@ class JobManager:
                 ref.name,
             ]
             # Always explicit: the harness fails (exit 2) rather than fall back to the CPU.
-            device = self._device(job.host, suite)
+            device = gpus.device(self.config, job.host, suite)
             args += ["--device", "cpu" if device == "cpu" else "cuda:0"]
             if suite.max_anchors:
                 args += ["--max-anchors", str(suite.max_anchors)]
@@ -559,24 +477,6 @@ class JobManager:
         self._spawn(job, None)
         return job
 
-    async def _gpu_for(self, host: str, suite: SuiteConfig, gpu: int | str | None) -> str | None:
-        """The GPU(s) a job gets: `gpu` as given, none on the CPU, else a free one (on Slurm
-        none: it allocates the GPU itself, `gres` in [hosts.NAME.slurm])."""
-        gpu_text = str(gpu) if gpu is not None else None
-        if gpu_text is not None and not gpu_text.replace(",", "").isdigit():
-            raise JobError(f"--gpu expects GPU indices such as 0 or 0,1; got {gpu_text!r}", 2)
-        if self._device(host, suite) == "cpu":
-            if gpu_text is not None:
-                raise JobError(
-                    f'--gpu {gpu_text}: suite {suite.name} on {host} runs on the CPU (device = "cpu" '
-                    f'in {self.config.path}); drop --gpu, or set device = "cuda"',
-                    2,
-                )
-            return None
-        if gpu_text is None and self.config.host(host).scheduler != "slurm":
-            gpu_text = self._pick_gpu(host, await self._gpu_count(host))
-        return gpu_text
-
     async def _prepare_cache_build(self, job: Job) -> None:
         """(uploading) -> starting -> running: the builder and the prompts go to the host."""
         request = self._cache_requests.pop(job.id)
@@ -591,7 +491,7 @@ class JobManager:
         if self._cancel_requested(job.id):
             return
         self._update(job.id, state=J.STARTING, detail=None)
-        device = "cpu" if self._device(job.host, suite) == "cpu" else "cuda:0"
+        device = "cpu" if gpus.device(self.config, job.host, suite) == "cpu" else "cuda:0"
         spec = LaunchSpec(
             job_id=job.id,
             host=job.host,
@@ -660,7 +560,7 @@ class JobManager:
                 continue
             if job.owner_pid == self._pid and job.owner_start == self._pid_start:
                 continue  # ours, finishing right now
-            if _owner_alive(job):
+            if owner_alive(job):
                 continue
             if job.state == J.STARTING and await self._adopt(job):
                 changed.append(job.id)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dflash_tui.checkpoints import CheckpointError, CheckpointSummary, inspect_remote
-from dflash_tui.evals.targets import CheckpointRef, safe_name
+from dflash_tui.evals.discovery.targets import CheckpointRef, safe_name
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import Endpoint, RelayOptions, TransferError, TransferEvent, relay

@@ -3,7 +3,7 @@
 The harness refuses a drafter that does not fit the cache (layer ids, hidden
 size, vocab, head), but only once it runs on the suite's host: after the relay
 of a multi-GB checkpoint and the harness upload. The same rules
-(`evals/harness/rules.py`) can be applied to what the headers already say, so
+(`shipped/harness/rules.py`) can be applied to what the headers already say, so
 the console reads the checkpoint's config and safetensors headers on its host
 and the cache's manifest, first sample header and target head on the suite's
 host, in parallel and kilobytes in all, and refuses with every problem listed.
@@ -21,8 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_tui.checkpoints import CheckpointError, CheckpointSummary, inspect_remote
-from dflash_tui.config import SuiteConfig
-from dflash_tui.evals.harness.rules import (
+from dflash_tui.core.config import SuiteConfig
+from dflash_tui.evals.discovery.targets import CheckpointRef
+from dflash_tui.remote.command import shell_script
+from dflash_tui.remote.pool import HostPool
+from dflash_tui.shipped.harness.rules import (
     EMBED_NAMES,
     HEAD_FILE_NAMES,
     LM_HEAD_NAMES,
@@ -31,9 +34,6 @@ from dflash_tui.evals.harness.rules import (
     drafter_problems,
     fc_width,
 )
-from dflash_tui.evals.targets import CheckpointRef
-from dflash_tui.remote.command import shell_script
-from dflash_tui.remote.pool import HostPool
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 REFUSED = "refused before copying anything"  # how a refused job's error starts

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from dflash_tui.config import SlurmConfig
+from dflash_tui.core.config import SlurmConfig
 from dflash_tui.remote.command import shell_script
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ import asyncio
 import json
 from collections.abc import Sequence
 
-from dflash_tui.config import SlurmConfig
-from dflash_tui.evals.backends import (
+from dflash_tui.core.config import SlurmConfig
+from dflash_tui.evals.jobs.backends import (
     JOBS_DIR,
     POLL_SCRIPT,
     PROGRESS_SCAN_BYTES,
@@ -35,8 +35,8 @@ from dflash_tui.evals.backends import (
     SshBackend,
     parse_poll,
 )
-from dflash_tui.evals.jobs import PENDING_NOTE, Job
-from dflash_tui.evals.slurm import (
+from dflash_tui.evals.jobs.job import PENDING_NOTE, Job
+from dflash_tui.evals.jobs.slurm import (
     BATCH_SCRIPT,
     UNKNOWN,
     SlurmClient,

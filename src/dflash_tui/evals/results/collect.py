@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tui.config import Config, SuiteConfig
-from dflash_tui.evals.schema import MAX_RESULTS_BYTES, SchemaError, parse_results
-from dflash_tui.evals.store import ResultsStore, StoredResult
-from dflash_tui.evals.targets import configured_checkpoints, step_from_name
+from dflash_tui.core.config import Config, SuiteConfig
+from dflash_tui.evals.discovery.targets import configured_checkpoints, step_from_name
+from dflash_tui.evals.results.schema import MAX_RESULTS_BYTES, SchemaError, parse_results
+from dflash_tui.evals.results.store import ResultsStore, StoredResult
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool

@@ -9,7 +9,7 @@ one metric, best first (default `tau_top1`); checkpoints without a result
 come last. `tasks=True` adds the same table per task.
 
 Results scored under different attention semantics (DESIGN §4.4: what a
-drafter's sliding layers see inside the block; `evals/semantics.py`) are never
+drafter's sliding layers see inside the block; `evals/results/semantics.py`) are never
 ranked together: each semantics is its own ranking (`Row.rank` counts within
 it, `Row.attention` names it), the default's first, each compared with the
 baseline's result under the same semantics, and the board's note says so.
@@ -36,11 +36,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dflash_tui.config import Config
-from dflash_tui.evals import semantics as S
-from dflash_tui.evals.schema import TASK_COUNTS
-from dflash_tui.evals.store import ResultsStore, StoredResult
-from dflash_tui.evals.targets import CheckpointRef, configured_checkpoints
+from dflash_tui.core.config import Config
+from dflash_tui.evals.discovery.targets import CheckpointRef, configured_checkpoints
+from dflash_tui.evals.results import semantics as S
+from dflash_tui.evals.results.schema import TASK_COUNTS
+from dflash_tui.evals.results.store import ResultsStore, StoredResult
 
 HEADLINE = "tau_greedy"  # greedy decoding's acceptance length (DESIGN §4.5)
 ALL_ANCHORS = "tau_top1"  # the headline before tau_greedy existed
@@ -155,7 +155,9 @@ class Row:
     result: StoredResult | None = field(default=None, repr=False, compare=False)
     older: tuple[StoredResult, ...] = field(default=(), repr=False, compare=False)
     ref: CheckpointRef | None = field(default=None, repr=False, compare=False)
-    attention: str | None = None  # semantics key of its result (evals/semantics.py); None: none yet
+    attention: str | None = (
+        None  # semantics key of its result (evals/results/semantics.py); None: none yet
+    )
     rank: int | None = None  # place within its semantics' ranking (evaluated rows only)
 
     @property
@@ -212,10 +214,10 @@ class Leaderboard:
     rows: tuple[Row, ...]
     tasks: Mapping[str, tuple[Row, ...]] = field(default_factory=dict)
     note: str | None = None
-    groups: tuple[str, ...] = ()  # semantics present, in ranking order (evals/semantics.py)
+    groups: tuple[str, ...] = ()  # semantics present, in ranking order (evals/results/semantics.py)
     legend: str | None = None  # what tau_greedy and the all-anchor numbers are (`legend`)
     legend_brief: str | None = None  # the same in one line (`legend(brief=True)`)
-    greedy_labels: tuple[str, ...] = ()  # the results' `greedy.labels` (evals/schema.py)
+    greedy_labels: tuple[str, ...] = ()  # the results' `greedy.labels` (evals/results/schema.py)
 
     def as_dict(self, *, with_older: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {

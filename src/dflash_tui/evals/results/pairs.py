@@ -10,10 +10,10 @@ the run and step it came from; the run's training log knows the acc at that
 step. `tau_points` reads the first, `calibration_pairs` joins it with any
 `acc_at(run, step)` lookup: the console passes its live histories
 (`History.value_at`), the CLI loads the runs' logs once with
-`load_acc_lookup`. The estimate itself is `dflash_tui.tau`.
+`load_acc_lookup`. The estimate itself is `dflash_tui.monitor.tau`.
 
 The pairs of one calibration share one attention semantics
-(`evals/semantics.py`): by default the one with the most points on the
+(`evals/results/semantics.py`): by default the one with the most points on the
 suite (the default semantics on a tie), and each point says which.
 """
 
@@ -23,9 +23,9 @@ import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from dflash_tui.config import Config
-from dflash_tui.evals import semantics as S
-from dflash_tui.evals.store import ResultsStore
+from dflash_tui.core.config import Config
+from dflash_tui.evals.results import semantics as S
+from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.monitor.backlog import load_backlog
 from dflash_tui.monitor.history import History
 from dflash_tui.monitor.metrics import MetricParser
@@ -49,7 +49,7 @@ class TauPoint:
     run: str
     step: int
     tau: float
-    attention: str = S.DEFAULT  # the semantics it was measured under (evals/semantics.py)
+    attention: str = S.DEFAULT  # the semantics it was measured under (evals/results/semantics.py)
     metric: str = ALL_ANCHORS
 
 

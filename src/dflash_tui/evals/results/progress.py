@@ -7,7 +7,7 @@ draw across ("are we catching up with z-lab?"). This is what `dflash-tui
 leaderboard --run RUN --json` prints and what the console's progress plot
 draws; it reads the local results store only.
 
-A series holds results of one attention semantics (`evals/semantics.py`):
+A series holds results of one attention semantics (`evals/results/semantics.py`):
 by default that of the run's newest result on the suite; the baseline level
 is the baseline's result under the same semantics; results under another
 semantics are left out and the note says how many.
@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tui.config import Config
-from dflash_tui.evals import semantics as S
-from dflash_tui.evals.leaderboard import (
+from dflash_tui.core.config import Config
+from dflash_tui.evals.discovery.targets import step_from_name
+from dflash_tui.evals.results import semantics as S
+from dflash_tui.evals.results.leaderboard import (
     HEADLINE,
     choose_baseline,
     greedy_labels,
@@ -29,8 +30,7 @@ from dflash_tui.evals.leaderboard import (
     legend,
     metric_order,
 )
-from dflash_tui.evals.store import ResultsStore, StoredResult
-from dflash_tui.evals.targets import step_from_name
+from dflash_tui.evals.results.store import ResultsStore, StoredResult
 
 # the first three a run's results have are shown: tau_greedy (greedy decoding's acceptance
 # length) beside tau_top1 (the all-anchor mean), then acc; streak_top1 stands in for a
@@ -92,7 +92,7 @@ class RunProgress:
     baseline: str | None
     series: Mapping[str, MetricSeries] = field(default_factory=dict)
     note: str | None = None
-    attention: str | None = None  # the one semantics its series hold (evals/semantics.py)
+    attention: str | None = None  # the one semantics its series hold (evals/results/semantics.py)
     legend: str | None = None  # what tau_greedy and tau_top1 are (evals.leaderboard.legend)
 
     @property
@@ -212,7 +212,7 @@ def run_progress(
 
 def format_progress(progress: RunProgress, metrics: tuple[str, ...] = DEFAULT_METRICS) -> str:
     """A plain-text table: one line per checkpoint (step order), then the baseline's."""
-    from dflash_tui.evals.leaderboard import format_metric
+    from dflash_tui.evals.results.leaderboard import format_metric
 
     shown = [m for m in metrics if m in progress.series][:SHOWN_METRICS]
     shown = shown or list(progress.series)[:SHOWN_METRICS]

@@ -58,7 +58,7 @@ class EvalResults:
     tasks: Mapping[str, Mapping[str, Any]]
     raw: Mapping[str, Any] = field(repr=False)
     attention: Mapping[str, Any] | None = (
-        None  # None: written before the field (evals/semantics.py)
+        None  # None: written before the field (evals/results/semantics.py)
     )
     greedy: Mapping[str, Any] | None = None  # None: written before tau_greedy existed
 

@@ -23,49 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.evals.schema import EvalResults
-from dflash_tui.evals.semantics import attention_key, attention_label
-from dflash_tui.evals.targets import safe_name
-from dflash_tui.state import Schema
-
-SCHEMA = Schema(
-    "results",
-    [
-        """
-        CREATE TABLE results (
-            id INTEGER PRIMARY KEY,
-            suite TEXT NOT NULL,
-            checkpoint TEXT NOT NULL,
-            job_id TEXT,
-            source TEXT NOT NULL,
-            origin TEXT,
-            sha256 TEXT NOT NULL,
-            step INTEGER,
-            run TEXT,
-            metrics TEXT NOT NULL,
-            tasks TEXT NOT NULL,
-            n_anchors INTEGER NOT NULL,
-            block_size INTEGER NOT NULL,
-            device TEXT,
-            dir TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            collected_at REAL NOT NULL,
-            UNIQUE (suite, sha256)
-        );
-        CREATE INDEX results_by_suite ON results (suite, checkpoint, created_at);
-        CREATE TABLE baselines (
-            suite TEXT PRIMARY KEY,
-            checkpoint TEXT NOT NULL,
-            set_at REAL NOT NULL
-        )
-        """,
-        # the results file's `attention` object (JSON); NULL: written before it existed
-        "ALTER TABLE results ADD COLUMN attention TEXT",
-        # the results file's `greedy` object (JSON: how tau_greedy was walked, on which
-        # labels); NULL: written before it existed
-        "ALTER TABLE results ADD COLUMN greedy TEXT",
-    ],
-)
+from dflash_tui.evals.discovery.targets import safe_name
+from dflash_tui.evals.results.schema import EvalResults
+from dflash_tui.evals.results.semantics import attention_key, attention_label
 
 RESULTS_NAME = "eval_results.json"
 LOG_NAME = "log"
@@ -93,8 +53,10 @@ class StoredResult:
     dir: str  # relative to the results directory
     created_at: float
     collected_at: float
-    attention: Mapping[str, Any] | None = None  # None: before the field (evals/semantics.py)
-    greedy: Mapping[str, Any] | None = None  # None: before tau_greedy (evals/schema.py)
+    attention: Mapping[str, Any] | None = (
+        None  # None: before the field (evals/results/semantics.py)
+    )
+    greedy: Mapping[str, Any] | None = None  # None: before tau_greedy (evals/results/schema.py)
 
     @property
     def semantics(self) -> str:
@@ -134,7 +96,7 @@ def _row(row: sqlite3.Row) -> StoredResult:
 
 
 class ResultsStore:
-    """Results on disk under `root`, indexed through `conn` (which has SCHEMA applied)."""
+    """Results on disk under `root`, indexed through `conn` (which has `core.schemas.RESULTS` applied)."""
 
     def __init__(self, root: Path, conn: sqlite3.Connection) -> None:
         self.root = Path(root)

@@ -13,7 +13,7 @@ Two ways to start it:
 
 * inside the installed package::
 
-    python -m dflash_tui.evals.cachebuild --target DIR --prompts FILE --out DIR \\
+    python -m dflash_tui.shipped.cachebuild --target DIR --prompts FILE --out DIR \\
         --target-layer-ids 1,16,31 --max-new-tokens N [--device cuda:0|cpu]
 
 * after this directory has been copied alone anywhere (the console uploads it to

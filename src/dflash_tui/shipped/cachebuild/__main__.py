@@ -1,4 +1,4 @@
-"""Entry point for ``python -m dflash_tui.evals.cachebuild`` and for ``python <cachebuild dir>``.
+"""Entry point for ``python -m dflash_tui.shipped.cachebuild`` and for ``python <cachebuild dir>``.
 
 Run as a directory (or as this file), Python gives the code no package, so
 relative imports would fail. The bootstrap below imports this directory as a

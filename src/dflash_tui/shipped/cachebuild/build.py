@@ -355,7 +355,7 @@ def build(opts: Options, emit: Emit) -> dict[str, Any]:
         "hidden_size": target.hidden_size,
         "head": HEAD_FILE,
         "samples": entries,
-        "built_by": {**record, "tool": "dflash_tui.evals.cachebuild"},
+        "built_by": {**record, "tool": "dflash_tui.shipped.cachebuild"},
     }
     write_json_atomic(out / MANIFEST_FILE, manifest)
     return {

@@ -11,7 +11,7 @@ a python with torch. Two ways to start it:
 
 * inside the installed package::
 
-    python -m dflash_tui.evals.harness --drafter DIR --cache DIR --out FILE
+    python -m dflash_tui.shipped.harness --drafter DIR --cache DIR --out FILE
 
 * after this directory has been copied alone anywhere (the console uploads it
   to ``~/.cache/dflash-tui/harness/<sha256>/``), run the directory itself; its

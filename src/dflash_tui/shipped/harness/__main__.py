@@ -1,4 +1,4 @@
-"""Entry point for ``python -m dflash_tui.evals.harness`` and for ``python <harness dir>``.
+"""Entry point for ``python -m dflash_tui.shipped.harness`` and for ``python <harness dir>``.
 
 Run as a directory (or as this file), Python gives the code no package, so
 relative imports would fail. The bootstrap below imports this directory as a

@@ -42,7 +42,7 @@ TOP1 = 0  # the walk's budget key for vanilla (top-1 streak) decoding; DDTree wa
 # the `greedy.labels` of the results: the target's own greedy output (exact), or not known to be
 TARGET_GREEDY = "target_greedy"
 CACHE_LABELS = "cache"
-CACHEBUILD_TOOL = "dflash_tui.evals.cachebuild"
+CACHEBUILD_TOOL = "dflash_tui.shipped.cachebuild"
 
 
 def loss_runs(loss_mask: torch.Tensor) -> list[tuple[int, int]]:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_tui.config import StoreConfig
+from dflash_tui.core.config import StoreConfig
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 
 READ_CHUNK = 1 << 20

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dflash_tui.config import StoreConfig
+from dflash_tui.core.config import StoreConfig
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.s3.client import S3Store
 

@@ -14,35 +14,8 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from dflash_tui.state import Schema, apply_schema
-
-STORE_SCHEMA = Schema(
-    "store_uploads",
-    [
-        """
-        CREATE TABLE store_uploads (
-            transfer_id TEXT NOT NULL,
-            rel TEXT NOT NULL,
-            store TEXT NOT NULL,
-            bucket TEXT NOT NULL,
-            key TEXT NOT NULL,
-            upload_id TEXT NOT NULL,
-            part_bytes INTEGER NOT NULL,
-            sha256 TEXT NOT NULL,
-            started_at REAL NOT NULL,
-            PRIMARY KEY (transfer_id, rel)
-        );
-        CREATE TABLE store_parts (
-            upload_id TEXT NOT NULL,
-            part_number INTEGER NOT NULL,
-            etag TEXT NOT NULL,
-            sha256 TEXT NOT NULL,
-            length INTEGER NOT NULL,
-            PRIMARY KEY (upload_id, part_number)
-        )
-        """
-    ],
-)
+from dflash_tui.core.schemas import STORE_TRANSFERS as STORE_SCHEMA
+from dflash_tui.core.state import apply_schema
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from dflash_tui.core.units import MiB
 from dflash_tui.monitor.views import HostView, RunView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.panes.base import PaneMixin, same_text
-from dflash_tui.units import MiB
 
 FRESH_PROBE_S = 10  # a probe younger than this reads "<10s ago": it is current
 

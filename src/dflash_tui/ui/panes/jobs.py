@@ -18,12 +18,12 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from dflash_tui.evals.jobs import PENDING_NOTE
-from dflash_tui.session import TransferView
+from dflash_tui.console.transfers import TransferView
+from dflash_tui.core.units import plural
+from dflash_tui.evals.jobs.job import PENDING_NOTE
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
-from dflash_tui.units import plural
 
 NO_JOBS = (
     "No eval jobs yet. Press e on a leaderboard row to evaluate a checkpoint; runs with "

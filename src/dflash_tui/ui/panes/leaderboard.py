@@ -31,8 +31,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from dflash_tui.evals.leaderboard import format_metric, format_ratio
-from dflash_tui.evals.served.board import SERVED_LABEL, row_cells
+from dflash_tui.evals.results.leaderboard import format_metric, format_ratio
+from dflash_tui.evals.results.served.board import SERVED_LABEL, row_cells
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.actions import binding_for
 from dflash_tui.ui.guard import Guarded
@@ -109,7 +109,7 @@ class LeaderboardPane(PaneMixin, Vertical):
     ) -> None:
         """Store what to show; `waiting` is, per suite, the checkpoints the auto-eval
         queues next (they say so instead of "not evaluated"); `served`, per suite, its
-        `evals.served.board.ServedSection`."""
+        `evals.results.served.board.ServedSection`."""
         self._available, self._error = available, error
         self._waiting = dict(waiting or {})
         self._served = dict(served or {})

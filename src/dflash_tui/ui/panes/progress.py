@@ -22,8 +22,8 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from dflash_tui.evals.leaderboard import format_metric
-from dflash_tui.evals.progress import DEFAULT_METRICS, MetricSeries, RunProgress
+from dflash_tui.evals.results.leaderboard import format_metric
+from dflash_tui.evals.results.progress import DEFAULT_METRICS, MetricSeries, RunProgress
 from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 from dflash_tui.ui.panes.plots import step_ticks
@@ -151,7 +151,7 @@ class ProgressPane(PaneMixin, Vertical):
             out.append("  no eval results (eval support is unavailable or no suite is configured)")
             return out
         out.append(f" on {progress.suite}")
-        if progress.attention:  # one semantics per series (evals/progress.py)
+        if progress.attention:  # one semantics per series (evals/results/progress.py)
             out.append(f" [{progress.attention}]")
         out.append(f"  baseline {progress.baseline or 'none'} (the horizontal line)")
         return out

@@ -106,7 +106,7 @@ TAU_LEGEND = (
 
 
 def tau_marker(method: str) -> str:
-    """The one-character basis of a tau estimate (`dflash_tui.tau.TauEstimate.method`)."""
+    """The one-character basis of a tau estimate (`dflash_tui.monitor.tau.TauEstimate.method`)."""
     return TAU_MARKERS.get(method, "")
 
 

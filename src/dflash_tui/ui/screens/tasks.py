@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from dflash_tui.evals.leaderboard import format_metric, format_ratio
+from dflash_tui.evals.results.leaderboard import format_metric, format_ratio
 from dflash_tui.ui import actions
 from dflash_tui.ui.guard import Guarded
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_tui.evals.served.record import settings_text
-from dflash_tui.evals.served.store import ServedResult, ServedStore
+from dflash_tui.evals.results.served.record import settings_text
+from dflash_tui.evals.results.served.store import ServedResult, ServedStore
 
 SERVED_LABEL = "served: tau from real decoding (not ranked with the offline streaks)"
 

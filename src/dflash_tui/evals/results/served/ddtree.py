@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.evals.served.record import ServedEntry, ServedFormatError, ServedReport
+from dflash_tui.evals.results.served.record import ServedEntry, ServedFormatError, ServedReport
 
 FORMAT = "ddtree"
 WRITER = "liranringel/ddtree benchmark.py (--save-path, torch.save)"

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from dflash_tui.evals.served import ddtree, specforge, zlab
-from dflash_tui.evals.served.record import ServedFormatError, ServedReport
+from dflash_tui.evals.results.served import ddtree, specforge, zlab
+from dflash_tui.evals.results.served.record import ServedFormatError, ServedReport
 
 READERS: dict[str, ModuleType] = {m.FORMAT: m for m in (zlab, ddtree, specforge)}
 FORMAT_NAMES = tuple(READERS)

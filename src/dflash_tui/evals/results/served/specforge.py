@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.evals.served.record import ServedEntry, ServedFormatError, ServedReport
+from dflash_tui.evals.results.served.record import ServedEntry, ServedFormatError, ServedReport
 
 FORMAT = "specforge"
 WRITER = "sgl-project/SpecForge benchmarks/bench_eagle3.py (results JSON)"

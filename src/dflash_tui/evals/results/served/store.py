@@ -19,45 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.evals.served.record import ServedEntry, ServedReport
-from dflash_tui.evals.store import _write_folder
-from dflash_tui.evals.targets import safe_name
-from dflash_tui.state import Schema, apply_schema
-
-SCHEMA = Schema(
-    "served",
-    [
-        """
-        CREATE TABLE served_imports (
-            id INTEGER PRIMARY KEY,
-            suite TEXT NOT NULL,
-            checkpoint TEXT NOT NULL,
-            format TEXT NOT NULL,
-            source TEXT NOT NULL,
-            sha256 TEXT NOT NULL,
-            model TEXT,
-            draft TEXT,
-            notes TEXT NOT NULL,
-            dir TEXT NOT NULL,
-            imported_at REAL NOT NULL,
-            UNIQUE (suite, sha256)
-        );
-        CREATE TABLE served_entries (
-            id INTEGER PRIMARY KEY,
-            import_id INTEGER NOT NULL REFERENCES served_imports (id) ON DELETE CASCADE,
-            task TEXT NOT NULL,
-            method TEXT NOT NULL,
-            tau REAL,
-            throughput_tok_s REAL,
-            speedup REAL,
-            baseline_tok_s REAL,
-            settings TEXT NOT NULL,
-            details TEXT NOT NULL
-        );
-        CREATE INDEX served_entries_by_import ON served_entries (import_id)
-        """,
-    ],
-)
+from dflash_tui.core.schemas import SERVED as SCHEMA
+from dflash_tui.core.state import apply_schema
+from dflash_tui.evals.discovery.targets import safe_name
+from dflash_tui.evals.results.served.record import ServedEntry, ServedReport
+from dflash_tui.evals.results.store import _write_folder
 
 META_NAME = "meta.json"
 

@@ -31,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.evals.served.record import ServedEntry, ServedFormatError, ServedReport
+from dflash_tui.evals.results.served.record import ServedEntry, ServedFormatError, ServedReport
 
 FORMAT = "zlab"
 WRITER = "z-lab/dflash dflash/benchmark.py (saved output)"

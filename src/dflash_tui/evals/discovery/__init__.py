@@ -1,0 +1,1 @@
+"""Finding what to evaluate: checkpoint targets and auto-eval sweeps."""
