@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from dflash_tui.core.schemas import NOTIFICATIONS
 from dflash_tui.core.state import open_state
 from dflash_tui.notify import (
-    SCHEMA,
     Notice,
     Notifier,
     NotifySettings,
@@ -49,7 +49,7 @@ def make(
 ) -> Notifier:
     settings, problems = parse_notify({"urls": urls, **table}, env or {})
     assert settings is not None, problems
-    conn = open_state(tmp_path / "state", SCHEMA)
+    conn = open_state(tmp_path / "state", NOTIFICATIONS)
     return Notifier(settings, NotifyStore(conn, pid=pid), env=env or {}, clock=clock or Clock())
 
 
@@ -212,7 +212,7 @@ async def test_secret_reaches_the_server_and_nothing_else(
 
 def test_missing_apprise_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "apprise", None)  # import apprise now raises ImportError
-    conn = open_state(tmp_path, SCHEMA)
+    conn = open_state(tmp_path, NOTIFICATIONS)
     with pytest.raises(NotifyUnavailable, match=r"pip install 'dflash-tui\[notify\]'"):
         Notifier(NotifySettings(("json://localhost/",)), NotifyStore(conn))
 

@@ -16,10 +16,11 @@ from typing import Any
 
 from dflash_tui.console.events import JobsChanged
 from dflash_tui.console.notifications import SessionNotifications
+from dflash_tui.core.schemas import NOTIFICATIONS
 from dflash_tui.core.state import open_state
 from dflash_tui.evals.jobs.job import Job
 from dflash_tui.monitor.views import HostReachabilityChanged
-from dflash_tui.notify import SCHEMA, Notifier, NotifyStore, parse_notify
+from dflash_tui.notify import Notifier, NotifyStore, parse_notify
 from tests.notify.hookserver import HookServer
 from tests.waiting import async_wait_until
 
@@ -56,7 +57,7 @@ class FakeSession:
 def notifications(tmp_path: Path, hook: HookServer, session: FakeSession) -> SessionNotifications:
     settings, _ = parse_notify({"urls": [f"json://127.0.0.1:{hook.port}/hook"]}, {})
     assert settings is not None
-    store = NotifyStore(open_state(tmp_path / "state", SCHEMA))
+    store = NotifyStore(open_state(tmp_path / "state", NOTIFICATIONS))
     seen: list[str] = []
     notes = SessionNotifications(
         session, Notifier(settings, store), on_notice=lambda n, o: seen.append(n.headline())

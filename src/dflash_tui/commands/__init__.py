@@ -29,6 +29,8 @@ COMMAND_MODULES = [
     "estimate",
     "sweep",
     "cache",
+    "watch",
+    "notify",
 ]
 
 

@@ -120,7 +120,10 @@ class ConsoleSession:
         pool: HostPool | None = None,
         monitor_options: MonitorOptions | None = None,
         auto_eval: bool = True,
+        on_notice: Callable[[Any, Any], None] | None = None,
     ) -> None:
+        """`on_notice(notice, outcome)`: every notice (alert, recovery, job or relay that
+        ended, sweep finished) and what `[notify]` did with it (`dflash-tui watch` logs them)."""
         self.config = config
         self.clock = clock
         self.pool = pool or HostPool(config)
@@ -149,6 +152,10 @@ class ConsoleSession:
         self._store_checks: dict[str, Any] = {}  # store name -> transfer.s3.probe.StoreCheck
         self._store_clients: dict[str, Any] = {}  # store name -> S3Store (made on first use)
         self._completion_slots: dict[str | None, asyncio.Semaphore] = {}  # per host
+        self._on_notice = on_notice
+        self._notifications: Any = None  # console.notifications.SessionNotifications
+        # why [notify] sends nothing (apprise missing, state database unusable); None: fine
+        self.notify_error: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -158,6 +165,7 @@ class ConsoleSession:
             return
         self._started = True
         self._unsubscribe_monitor = self.monitor.subscribe(self._on_monitor_event)
+        self._start_notifications()
         await self.monitor.start()
         self._start_evals()
         loop = asyncio.get_running_loop()
@@ -200,6 +208,30 @@ class ConsoleSession:
             self._sweep = AutoEval(self.config, self.pool, manager, on_change=self._sweep_changed)
             self._tasks.append(loop.create_task(self._sweep.run_forever(), name="sweep:auto"))
 
+    def _start_notifications(self) -> None:
+        """Notices for the watch's log and, with `[notify]`, the notifier (issue 25)."""
+        if self._on_notice is None and self.config.notify is None:
+            return
+        from dflash_tui.console.notifications import SessionNotifications
+
+        notifier = None
+        if self.config.notify is not None:
+            from dflash_tui.notify import NotifyStore, NotifyUnavailable
+            from dflash_tui.notify.notifier import Notifier
+
+            try:
+                notifier = Notifier(self.config.notify, NotifyStore(self._state_db()))
+            except NotifyUnavailable as exc:
+                self.notify_error = str(exc)
+            except (OSError, sqlite3.Error) as exc:
+                self.notify_error = f"[notify] cannot use the state database: {exc}"
+            if self.notify_error:
+                log.warning("%s", self.notify_error)
+        self._notifications = SessionNotifications(
+            self, notifier, on_notice=self._on_notice, clock=self.clock
+        )
+        self._notifications.attach()
+
     async def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
         """Stop the monitor (its remote tails are killed), job tracking, and connections.
 
@@ -211,6 +243,11 @@ class ConsoleSession:
             self._unsubscribe_monitor()
             self._unsubscribe_monitor = None
         self._started = False
+        if self._notifications is not None:
+            # notices already handed on are sent (bounded), then nothing new is
+            with contextlib.suppress(Exception):
+                await self._notifications.close(timeout_s=min(5.0, timeout_s / 2))
+            self._notifications = None
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()

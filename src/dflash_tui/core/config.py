@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dflash_tui.core.notify_settings import NotifySettings, parse_notify
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised only on 3.10
@@ -194,6 +196,8 @@ class Config:
     keys: Mapping[str, str] = field(default_factory=dict)
     stores: Mapping[str, StoreConfig] = field(default_factory=dict)
     line_index: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+    # `[notify]` (core/notify_settings.py): URL templates, never expanded here
+    notify: NotifySettings | None = None
     # The path as given with --config (or to load_config), None when found by default
     # ($DFLASH_TUI_CONFIG, ./hosts.toml): a command printed for the user must name it.
     given_as: str | None = field(default=None, compare=False, repr=False)
@@ -439,7 +443,7 @@ def _valid_regexes(patterns: tuple[str, ...]) -> str | None:
 
 # --------------------------------------------------------------------------- sections
 
-_TOP_KEYS = ("console", "hosts", "stores", "runs", "checkpoints", "suites", "keys")
+_TOP_KEYS = ("console", "hosts", "stores", "runs", "checkpoints", "suites", "keys", "notify")
 _CONSOLE_KEYS = (
     "results_dir",
     "state_dir",
@@ -855,6 +859,10 @@ def parse_config(text: str, path: Path) -> Config:
     checkpoints = [_checkpoint(ch, where, t) for where, t in _entries(ch, doc, "checkpoints")]
     suites = [_suite(ch, where, t) for where, t in _entries(ch, doc, "suites")]
 
+    notify, notify_problems = parse_notify(doc.get("notify"))
+    for key, message in notify_problems:
+        ch.add(key, message)
+
     keys: dict[str, str] = {}
     for action, binding in ch.table(doc.get("keys", {}), "keys").items():
         if isinstance(binding, str) and binding.strip():
@@ -896,6 +904,7 @@ def parse_config(text: str, path: Path) -> Config:
         keys=keys,
         stores=stores,
         line_index=index,
+        notify=notify,
     )
 
 

@@ -212,5 +212,38 @@ STORE_TRANSFERS = Schema(
     ],
 )
 
+# notifications sent, claimed and held back (`notify/store.py`)
+NOTIFICATIONS = Schema(
+    "notify",
+    [
+        """
+        CREATE TABLE notify_conditions (
+            key TEXT PRIMARY KEY,
+            active INTEGER NOT NULL,
+            value TEXT,
+            since REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            by_pid INTEGER
+        );
+        CREATE TABLE notify_claims (
+            key TEXT PRIMARY KEY,
+            claimed_at REAL NOT NULL,
+            by_pid INTEGER
+        );
+        CREATE TABLE notify_sends (
+            target TEXT NOT NULL,
+            sent_at REAL NOT NULL,
+            ok INTEGER NOT NULL,
+            event TEXT NOT NULL
+        );
+        CREATE INDEX notify_sends_target ON notify_sends (target, sent_at);
+        CREATE TABLE notify_held (
+            target TEXT PRIMARY KEY,
+            count INTEGER NOT NULL
+        )
+        """
+    ],
+)
 
-ALL = (JOBS, RESULTS, SERVED, TRANSFERS, STORE_TRANSFERS)
+
+ALL = (JOBS, RESULTS, SERVED, TRANSFERS, STORE_TRANSFERS, NOTIFICATIONS)

@@ -13,12 +13,11 @@ from dflash_tui.notify.message import Notice
 from dflash_tui.notify.notifier import Delivery, Notifier, Outcome
 from dflash_tui.notify.redact import Scrubber, redact_url
 from dflash_tui.notify.sender import INSTALL_HINT, NotifyUnavailable, Target, apprise_available
-from dflash_tui.notify.store import SCHEMA, NotifyStore
+from dflash_tui.notify.store import NotifyStore
 
 __all__ = [
     "EVENTS",
     "INSTALL_HINT",
-    "SCHEMA",
     "Delivery",
     "MissingVariable",
     "Notice",

@@ -24,42 +24,11 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from dflash_tui.core.state import Schema, apply_schema
+from dflash_tui.core.schemas import NOTIFICATIONS
+from dflash_tui.core.state import apply_schema
 
 RATE_WINDOW_S = 3600.0
 KEEP_SENT_S = 7 * 24 * 3600.0  # event claims and sends older than this are pruned
-
-SCHEMA = Schema(
-    "notify",
-    [
-        """
-        CREATE TABLE notify_conditions (
-            key TEXT PRIMARY KEY,
-            active INTEGER NOT NULL,
-            value TEXT,
-            since REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            by_pid INTEGER
-        );
-        CREATE TABLE notify_claims (
-            key TEXT PRIMARY KEY,
-            claimed_at REAL NOT NULL,
-            by_pid INTEGER
-        );
-        CREATE TABLE notify_sends (
-            target TEXT NOT NULL,
-            sent_at REAL NOT NULL,
-            ok INTEGER NOT NULL,
-            event TEXT NOT NULL
-        );
-        CREATE INDEX notify_sends_target ON notify_sends (target, sent_at);
-        CREATE TABLE notify_held (
-            target TEXT PRIMARY KEY,
-            count INTEGER NOT NULL
-        )
-        """
-    ],
-)
 
 
 class NotifyStore:
@@ -68,7 +37,7 @@ class NotifyStore:
     def __init__(self, conn: sqlite3.Connection, *, pid: int | None = None) -> None:
         self.conn = conn
         self.pid = os.getpid() if pid is None else pid
-        apply_schema(conn, SCHEMA)  # once per database; a no-op after that
+        apply_schema(conn, NOTIFICATIONS)  # once per database; a no-op after that
 
     # ---------------------------------------------------------------- conditions
 
