@@ -22,7 +22,7 @@ import sqlite3
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dflash_tui.core.tasks import cancel_and_wait
 from dflash_tui.transfer import destination, trace
@@ -50,6 +50,7 @@ from dflash_tui.transfer.plan import (
     resolve_destination,
     walk_source,
 )
+from dflash_tui.transfer.procs import ProcWorker, worker_count
 from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
 from dflash_tui.transfer.retry import retry_on_drop
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
@@ -93,6 +94,7 @@ class Job:
     done: bool = False
     partial: dict[int, int] = field(default_factory=dict)  # range offset -> landed up to
     repair: bool = False  # whole-file hashes differed: find and resend the bad ranges
+    split: bool = False  # moving in pieces at once (by worker processes where they run)
     src_sha: str = ""
     dst_sha: str = ""
 
@@ -148,6 +150,9 @@ class HostRelay:
         self.use_streams = not options.direct
         # Stream workers started while the destination is checked (their python3 starts).
         self._warm: list[asyncio.Future[StreamWorker]] = []
+        # Worker processes for the pieces of large files (procs.py), started after the walk.
+        self._procs: list[asyncio.Future[ProcWorker]] = []
+        self._started_procs: list[ProcWorker] = []
 
     # ------------------------------------------------------------------ top level
 
@@ -279,12 +284,19 @@ class HostRelay:
         # A few small files go without an interpreter (small.py); otherwise the stream
         # workers start now, while the destination is checked.
         small = self._small_ok(tree)
-        if self.use_streams and not small and not self._warm:
+        if self._procs_ok(tree) and not self._procs:
+            count = worker_count(self._split_pieces(tree), self.options.streams)
+            self._procs = [
+                asyncio.ensure_future(ProcWorker(self.pool, self.src.host, self.dst.host).start())
+                for _ in range(count)
+            ]
+        workers = self._workers_for(tree)
+        if self.use_streams and not small and not self._warm and workers:
             self._warm = [
                 asyncio.ensure_future(
                     StreamWorker(self.src_side, self.dst_side, deque(), self).open()
                 )
-                for _ in range(self._workers_for(tree))
+                for _ in range(workers)
             ]
         self.dst_root = await resolve_destination(
             self.dst_side, self.src, self.dst, tree.is_dir, probed
@@ -367,10 +379,36 @@ class HostRelay:
         )
 
     def _workers_for(self, tree: SourceTree) -> int:
-        """How many stream workers the files of `tree` will keep busy."""
-        if any(f.size >= SPLIT_MIN_BYTES for f in tree.files):
+        """How many stream workers (in this process) the files of `tree` will keep busy."""
+        files = tree.files
+        if self._procs:  # the large files go to the worker processes
+            files = [f for f in files if f.size < SPLIT_MIN_BYTES]
+            if not files:
+                return 0
+        if any(f.size >= SPLIT_MIN_BYTES for f in files):
             return self.options.streams
-        return max(1, min(self.options.streams, len(tree.files)))
+        return max(1, min(self.options.streams, len(files)))
+
+    def _procs_ok(self, tree: SourceTree) -> bool:
+        """Whether large files move through worker processes: host to host through this
+        machine, split in pieces, with the config on disk for the workers to read."""
+        return (
+            self.use_streams
+            and self.options.worker_processes
+            and self.options.streams > 1
+            and self.src.host is not None
+            and self.dst.host is not None
+            and not self.options.keep_local
+            and self.pool.config.path.is_file()
+            and any(f.size >= SPLIT_MIN_BYTES for f in tree.files)
+        )
+
+    def _split_pieces(self, tree: SourceTree) -> int:
+        return sum(
+            max(1, min(self.options.streams, f.size // SPLIT_PIECE_BYTES))
+            for f in tree.files
+            if f.size >= SPLIT_MIN_BYTES
+        )
 
     async def _move_small(self, jobs: list[Job]) -> None:
         """A few small files through sh and coreutils (small.py); the ones whose hashes
@@ -536,6 +574,8 @@ class HostRelay:
         for job in pending:
             if not job.done:
                 queue.extend(self._pieces(job))
+        procs, self._procs = self._procs, []
+        runs, queue = await self._proc_runs(procs, queue)
         count = min(self.options.streams, max(1, len(queue)))
         workers = [StreamWorker(self.src_side, self.dst_side, queue, self) for _ in range(count)]
         warm, self._warm = self._warm, []
@@ -552,9 +592,11 @@ class HostRelay:
                 pass  # a fresh one tells what is wrong
         try:
             if queue:
-                await _run_all([w.run() for w in workers])
+                runs += [w.run() for w in workers]
             else:
                 await workers[0].close()
+            if runs:
+                await _run_all(runs)
         except PartTooShort:
             for job in pending:  # someone cut NAME.part short: those files start over
                 job.written.clear()
@@ -564,6 +606,36 @@ class HostRelay:
         for job in pending:
             if not job.done:
                 await self._verify_and_finish(job)
+
+    async def _proc_runs(
+        self, procs: list[asyncio.Future[ProcWorker]], queue: deque[Piece]
+    ) -> tuple[list[Any], deque[Piece]]:
+        """The runs of the worker processes over the pieces of split files, and what is
+        left for this process. Workers that could not start leave theirs here."""
+        split = [p for p in queue if isinstance(p.key, Job) and p.key.split]
+        started: list[ProcWorker] = []
+        self._started_procs = started  # closed by _stop whatever happens next
+        for future in procs:
+            try:
+                worker = await future
+            except OSError:
+                trace.mark("no_worker_process")
+                continue
+            started.append(worker)
+            try:
+                await worker.ready()
+            except ConnectionLost:
+                raise
+            except TransferError:
+                # It could not work (not a dropped link): its pieces stay in this process.
+                trace.mark("no_worker_process")
+                started.remove(worker)
+                await worker.close()
+        if not split or not started:
+            return [], queue
+        rest = deque(p for p in queue if not (isinstance(p.key, Job) and p.key.split))
+        shares = [split[i :: len(started)] for i in range(len(started))]
+        return [w.run(share, self) for w, share in zip(started, shares, strict=True) if share], rest
 
     def _pieces(self, job: Job) -> list[Piece]:
         """What is left of `job`: runs of missing ranges, each from where it landed before.
@@ -587,6 +659,7 @@ class HostRelay:
         if whole and self.options.streams > 1 and runs[0][1] - runs[0][0] >= SPLIT_MIN_BYTES:
             runs = self._split(runs[0][0], runs[0][1])
             whole = False
+            job.split = True
             # Hashed whole apart from the streams: the source at once, beside them.
             job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
             self._tasks.append(job.src_hash)  # type: ignore[arg-type]
@@ -851,6 +924,14 @@ class HostRelay:
             started.cancel()
             with contextlib.suppress(BaseException):
                 await (await started).close()
+        procs, self._procs = self._procs, []
+        running, self._started_procs = self._started_procs, []
+        for future in procs:
+            future.cancel()
+            with contextlib.suppress(BaseException):
+                running.append(await future)
+        for proc in running:
+            await proc.close()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
         for job in self.jobs:

@@ -24,6 +24,9 @@ class RelayOptions:
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
     progress_interval_s: float = 0.1
+    # Large files' pieces through worker processes, each with its own connections
+    # (transfer/procs.py): the SSH crypto of both legs spread over the cores.
+    worker_processes: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,97 @@
+"""Issue 26: the pieces of a large file move through worker processes, each with its own
+connections (made by the pool's code from the same config), on real sshd hosts."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from pathlib import Path
+
+from dflash_tui.transfer import RelayOptions, relay
+from dflash_tui.transfer import procs as procs_module
+from tests.transfer.conftest import part_files, random_file, relay_env
+
+MIB = 1 << 20
+SIZE = 40 * MIB + 11
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _small_split(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    engine = importlib.import_module("dflash_tui.transfer.relay")
+    monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16 * MIB)
+    monkeypatch.setattr(engine, "SPLIT_PIECE_BYTES", 8 * MIB)
+
+
+def _record_runs(monkeypatch) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+    """(worker pid, pieces) for every worker process that moved pieces."""
+    runs: list[tuple[int, int]] = []
+    real_run = procs_module.ProcWorker.run
+
+    async def run(self, pieces, hooks):  # type: ignore[no-untyped-def]
+        runs.append((self.proc.pid, len(pieces)))
+        await real_run(self, pieces, hooks)
+
+    monkeypatch.setattr(procs_module.ProcWorker, "run", run)
+    return runs
+
+
+async def test_a_large_file_moves_through_worker_processes(
+    sshd_factory, write_config, monkeypatch
+) -> None:
+    _small_split(monkeypatch)
+    runs = _record_runs(monkeypatch)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "big.bin", SIZE)
+    random_file(a.home / "dir" / "small.json", 700)
+    (a.home / "dir" / "big.bin").hardlink_to(a.home / "big.bin")
+    options = RelayOptions(range_bytes=4 * MIB, streams=3, retries=0)
+    async with relay_env(config) as (pool, conn):
+        result = await relay(pool, conn, f"a:{a.home}/dir", f"b:{b.home}/", options=options)
+    assert runs and sum(n for _, n in runs) == 3, runs  # 40 MiB in three pieces
+    assert len({pid for pid, _ in runs}) == len(runs) == procs_module.worker_count(3, 3)
+    assert _sha(b.home / "dir" / "big.bin") == sha
+    by_name = {f.path: f for f in result.files}
+    assert by_name["big.bin"].sha256_src == by_name["big.bin"].sha256_dst == sha
+    assert result.bytes_sent == SIZE + 700 and not part_files(b.home)
+
+
+async def test_without_worker_processes_the_same_file_moves_in_this_process(
+    sshd_factory, write_config, monkeypatch
+) -> None:
+    _small_split(monkeypatch)
+    runs = _record_runs(monkeypatch)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "big.bin", SIZE)
+    options = RelayOptions(range_bytes=4 * MIB, streams=3, retries=0, worker_processes=False)
+    async with relay_env(config) as (pool, conn):
+        result = await relay(
+            pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin", options=options
+        )
+    assert not runs
+    assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_dst
+
+
+async def test_a_worker_that_cannot_read_the_config_leaves_its_pieces_here(
+    sshd_factory, write_config, monkeypatch, tmp_path: Path
+) -> None:
+    """A worker process that cannot work (here: its config file is gone once the pool
+    is made) is not a failed relay: its pieces move in this process instead."""
+    _small_split(monkeypatch)
+    runs = _record_runs(monkeypatch)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "big.bin", SIZE)
+    options = RelayOptions(range_bytes=4 * MIB, streams=3, retries=0)
+    async with relay_env(config) as (pool, conn):
+        config.write_text("this is not toml [")
+        result = await relay(
+            pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin", options=options
+        )
+    assert not runs
+    assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_dst
+    assert not part_files(b.home)
