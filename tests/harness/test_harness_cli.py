@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import torch
 from harness_helpers import run_cli
 
 import dflash_tui.shipped.harness as harness_pkg
+from dflash_tui.evals.jobs.install import harness_tar
 from dflash_tui.shipped.harness import run as run_mod
 
 HARNESS_DIR = Path(harness_pkg.__file__).parent
@@ -174,9 +177,12 @@ def test_existing_results_survive_a_failed_run(capsys, small, tmp_path):
 
 
 def _copied_harness(tmp_path: Path) -> Path:
-    """The harness directory alone, under a name that is not a Python identifier."""
+    """The harness bundle as the console uploads it, under a name that is not a Python
+    identifier."""
     dest = tmp_path / "upload" / ("0" * 12 + "sha")
-    shutil.copytree(HARNESS_DIR, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(harness_tar())) as tar:
+        tar.extractall(dest, filter="data")
     return dest
 
 
@@ -218,14 +224,20 @@ def test_copied_directory_runs_alone(small, tmp_path):
 
 
 def test_harness_imports_only_stdlib_torch_safetensors_and_itself():
-    """Every import in the shipped directory is stdlib, torch, safetensors or relative."""
+    """Every import in the shipped bundle (the harness, `common/` and the bootstrap) is
+    stdlib, torch, safetensors or relative; from above its own folder, only `common`."""
     allowed = set(sys.stdlib_module_names) | {"torch", "safetensors"}
-    for path in sorted(HARNESS_DIR.glob("*.py")):
+    shipped = HARNESS_DIR.parent
+    files = [*HARNESS_DIR.glob("*.py"), *(shipped / "common").glob("*.py")]
+    for path in sorted([*files, shipped / "bundle_main.py", shipped / "__init__.py"]):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 names = [node.module or ""]
+            elif isinstance(node, ast.ImportFrom) and node.level > 1:
+                assert (node.module or "").split(".")[0] == "common", f"{path.name}: {node.module}"
+                continue
             else:
                 continue
             for name in names:

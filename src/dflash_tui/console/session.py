@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from dflash_tui.console.alerts import AlertRules
+from dflash_tui.console.calibration import Calibrations
 from dflash_tui.console.events import (
     JobsChanged,
     LeaderboardChanged,
@@ -60,7 +61,6 @@ log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 8.0
 JOBS_POLL_S = 5.0
 STORE_PROBE_S = 30.0  # a HeadBucket per store; stores change rarely
-CALIBRATION_TTL_S = 30.0
 COMPLETION_SESSIONS = 2  # SSH sessions path completion may hold on one host at once
 
 
@@ -128,9 +128,15 @@ class ConsoleSession:
         self.clock = clock
         self.pool = pool or HostPool(config)
         self._own_pool = pool is None
+        self._calibration = Calibrations(config)
         self.monitor = Monitor(
-            config, self.pool, clock=clock, options=monitor_options, calibration=self._calibration
+            config,
+            self.pool,
+            clock=clock,
+            options=monitor_options,
+            calibration=self._calibration.pairs,
         )
+        self._calibration.monitor = self.monitor
         self.auto_eval = auto_eval
         self._served_cache: Any = None  # evals.results.served.store.ServedStore, made on first use
         self._subscribers: list[Callable[[Any], None]] = []
@@ -141,10 +147,6 @@ class ConsoleSession:
         self._manager: Any = None  # evals.jobs.manager.JobManager once started
         self._sweep: Any = None  # evals.discovery.sweep.AutoEval when a run has auto_eval
         self._sweep_refs: tuple[str, ...] = ()
-        # run -> (monotonic time, _calibration_inputs(), pairs)
-        self._calibrations: dict[
-            str, tuple[float, tuple[bool, int], list[tuple[float, float]]]
-        ] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.evals_error: str | None = None
         self._started = False
@@ -200,6 +202,7 @@ class ConsoleSession:
             log.warning("%s", self.evals_error)
             return
         self._manager = manager
+        self._calibration.results = manager.results
         self.monitor.recalibrate()  # views built before the store was open had no pairs
         manager.subscribe(lambda event: self._emit(JobsChanged(event.job_id)))
         loop = asyncio.get_running_loop()
@@ -585,46 +588,9 @@ class ConsoleSession:
             self._emit(LeaderboardChanged())
 
     def _results_changed(self) -> None:
-        self._calibrations.clear()
+        self._calibration.clear()
         self.monitor.recalibrate()
         self._emit(LeaderboardChanged())
-
-    def _calibration_inputs(self) -> tuple[bool, int]:
-        """What the pairs depend on besides the results: whether the store is open yet,
-        and how many histories (acc at each evaluated step) have loaded."""
-        return self._manager is not None, self.monitor.histories_loaded
-
-    def _calibration(self, run: str) -> list[tuple[float, float]]:
-        """(training acc, measured tau) pairs for the monitor's tau estimate of `run`.
-
-        The monitor asks on every snapshot it builds, so the answer is cached
-        until results change or a history loads (at most CALIBRATION_TTL_S, for
-        results another console collected): pairs read before the store was open
-        or the logs were loaded must not stand in for the real ones.
-        """
-        now = time.monotonic()
-        inputs = self._calibration_inputs()
-        cached = self._calibrations.get(run)
-        if cached is not None and cached[1] == inputs and now - cached[0] < CALIBRATION_TTL_S:
-            return cached[2]
-        pairs: list[tuple[float, float]] = []
-        if self._manager is not None:
-            from dflash_tui.evals.results.pairs import calibration_pairs, default_suite, tau_points
-
-            store = self._manager.results
-            try:
-                suite = default_suite(self.config, store, run)
-                if suite is not None:
-                    pairs = calibration_pairs(tau_points(store, suite), self._acc_at)
-            except sqlite3.Error as exc:
-                log.warning("cannot read calibration pairs: %s", exc)
-        self._calibrations[run] = (now, inputs, pairs)
-        return pairs
-
-    def _acc_at(self, run: str, step: int) -> float | None:
-        if run not in self.monitor.run_names:
-            return None
-        return self.monitor.metric_at(run, step)
 
     # ------------------------------------------------------------------ transfers
 

@@ -440,10 +440,6 @@ class Monitor:
     def run_names(self) -> tuple[str, ...]:
         return tuple(self._runs)
 
-    @property
-    def host_names(self) -> tuple[str, ...]:
-        return tuple(self._hosts)
-
     def run_view(self, name: str) -> RunView:
         """The current snapshot of run `name` (KeyError for an unknown run)."""
         run = self._runs[name]

@@ -1,7 +1,9 @@
 """Installing the eval harness (or the cache builder) on a host, once per version, verified there.
 
-The harness version is the sha256 of a manifest in `sha256sum` format
-(`<sha256>  <file>` per `*.py` file, sorted by name), so the host can check
+What is uploaded is a bundle: the program's folder with what the shipped programs
+share (`shipped/common/`) and one bootstrap (`shipped/bundle_main.py`, the bundle's
+`__main__.py`). The harness version is the sha256 of a manifest in `sha256sum`
+format (`<sha256>  <file>` per `*.py` file of the bundle, sorted by name), so the host can check
 both the files (`sha256sum -c MANIFEST`) and the version itself (the
 manifest's own hash names the directory). Only `*.py` files count: a
 `__pycache__` appears next to them after the first run. The harness lands in
@@ -26,26 +28,44 @@ from dflash_tui.remote.pool import HostPool
 MANIFEST = "MANIFEST"
 
 
+def shipped_dir() -> Path:
+    """The folder of the programs shipped to hosts in this installation (`shipped/`)."""
+    import dflash_tui.shipped as shipped
+
+    return Path(shipped.__file__).resolve().parent
+
+
 def harness_dir() -> Path:
     """The harness package directory in this installation (its `__init__` imports nothing)."""
-    import dflash_tui.shipped.harness as harness
-
-    return Path(harness.__file__).resolve().parent
+    return shipped_dir() / "harness"
 
 
 def cachebuild_dir() -> Path:
     """The cache builder's package directory (its `__init__` imports nothing either)."""
-    import dflash_tui.shipped.cachebuild as cachebuild
+    return shipped_dir() / "cachebuild"
 
-    return Path(cachebuild.__file__).resolve().parent
+
+def _python_files(root: Path, prefix: str) -> list[tuple[str, bytes]]:
+    return [
+        (f"{prefix}{p.relative_to(root).as_posix()}", p.read_bytes())
+        for p in root.rglob("*.py")
+        if "__pycache__" not in p.parts
+    ]
 
 
 @lru_cache(maxsize=4)
 def _bundle(root: Path) -> tuple[str, bytes]:
+    """The upload of the program in `root` (a folder of `shipped/`): that folder, the
+    shared `common/`, and `shipped/`'s `__init__.py` with `bundle_main.py` as the
+    bundle's `__main__.py`, so `python BUNDLE_DIR ...` runs it (shipped/bundle_main.py)."""
+    shipped = root.parent
     files = sorted(
-        (p.relative_to(root).as_posix(), p.read_bytes())
-        for p in root.rglob("*.py")
-        if "__pycache__" not in p.parts
+        [
+            *_python_files(root, f"{root.name}/"),
+            *_python_files(shipped / "common", "common/"),
+            ("__init__.py", (shipped / "__init__.py").read_bytes()),
+            ("__main__.py", (shipped / "bundle_main.py").read_bytes()),
+        ]
     )
     manifest = "".join(f"{hashlib.sha256(data).hexdigest()}  {name}\n" for name, data in files)
     sha = hashlib.sha256(manifest.encode()).hexdigest()
@@ -66,7 +86,7 @@ def harness_sha256(root: Path | None = None) -> str:
 
 
 def harness_tar(root: Path | None = None) -> bytes:
-    """The harness files plus MANIFEST as an uncompressed tar archive."""
+    """The harness bundle (see `_bundle`) plus MANIFEST as an uncompressed tar archive."""
     return _bundle(root or harness_dir())[1]
 
 

@@ -10,39 +10,23 @@ Exit codes: 0 ok, 1 runtime failure, 2 bad input.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
 import sys
 import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from .errors import BuildError, InputError, RunFailure
-
-
-def _layer_ids(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected layer ids >= 0, got {text!r}")
-    return values
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+from ..common.cli import (
+    deterministic,
+    emit,
+    fail,
+    is_oom,
+    layer_ids,
+    pick_device,
+    positive,
+)
+from .errors import BuildError, RunFailure
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,11 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, type=Path, help="cache directory to write (or resume)")
     p.add_argument(
-        "--max-new-tokens", required=True, type=_positive, help="continuation length per prompt"
+        "--max-new-tokens", required=True, type=positive, help="continuation length per prompt"
     )
     p.add_argument(
         "--target-layer-ids",
-        type=_layer_ids,
+        type=layer_ids,
         default=None,
         help="decoder layers whose outputs are cached, e.g. 1,16,31 (default: the --drafter's)",
     )
@@ -95,52 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
-
-
-def _pick_device(requested: str | None) -> str:
-    import torch
-
-    if requested is None:
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(requested)
-    except (RuntimeError, ValueError):
-        raise InputError(
-            f"--device {requested!r}: not a device name", hint="use cpu, cuda or cuda:N"
-        ) from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError(
-                f"--device {requested}: CUDA is not available here (torch {torch.__version__})",
-                hint="use --device cpu, or run on a GPU host with a CUDA build of torch",
-            )
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise InputError(
-                f"--device {requested}: this host has {torch.cuda.device_count()} GPU(s)"
-            )
-    elif dev.type != "cpu":
-        raise InputError(f"--device {requested}: only cpu and cuda are supported")
-    return requested
-
-
-def _deterministic(device: str) -> None:
-    """Same inputs, same cache: no TF32, deterministic kernels where torch has them."""
-    import torch
-
-    if device.startswith("cuda"):
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    torch.use_deterministic_algorithms(True, warn_only=True)
-
-
-def _is_oom(exc: BaseException) -> bool:
-    return "out of memory" in str(exc) or type(exc).__name__ == "OutOfMemoryError"
-
-
 def _interrupt_on_term(*_: object) -> None:
     raise KeyboardInterrupt  # `dflash-tui cancel` sends SIGTERM: leave no .part file behind
 
@@ -161,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         from . import build as build_mod
     except ImportError as exc:
-        return _fail(
+        return fail(
             RunFailure(
                 f"cannot import torch with {sys.executable}: {exc}",
                 hint="the host's python needs torch, safetensors and transformers "
@@ -169,8 +107,8 @@ def _run(args: argparse.Namespace) -> int:
             )
         )
     try:
-        device = _pick_device(args.device)
-        _deterministic(device)
+        device = pick_device(args.device)
+        deterministic(device)
         opts = build_mod.Options(
             target=args.target,
             prompts=args.prompts,
@@ -182,19 +120,19 @@ def _run(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             chat_template=args.chat_template,
         )
-        summary = build_mod.build(opts, _emit)
+        summary = build_mod.build(opts, emit)
         if args.summary is not None:
             try:
                 build_mod.write_json_atomic(args.summary, summary)
             except OSError as exc:
                 raise RunFailure(f"cannot write {args.summary}: {exc.strerror or exc}") from None
     except BuildError as exc:
-        return _fail(exc)
+        return fail(exc)
     except KeyboardInterrupt:
-        return _fail(RunFailure("interrupted (finished samples are kept; run again to resume)"))
+        return fail(RunFailure("interrupted (finished samples are kept; run again to resume)"))
     except Exception as exc:
-        if _is_oom(exc):
-            return _fail(
+        if is_oom(exc):
+            return fail(
                 RunFailure(
                     f"out of memory: {str(exc).splitlines()[0]}",
                     hint="free the GPU, lower --max-new-tokens, or use a larger GPU "
@@ -202,18 +140,11 @@ def _run(args: argparse.Namespace) -> int:
                 )
             )
         traceback.print_exc()
-        return _fail(
+        return fail(
             RunFailure(
                 f"internal error: {type(exc).__name__}: {exc}",
                 hint="finished samples are kept; please report this with the traceback above",
             )
         )
-    _emit({"event": "done", **summary})
+    emit({"event": "done", **summary})
     return 0
-
-
-def _fail(exc: BuildError) -> int:
-    _emit({"event": "error", "exit_code": exc.exit_code, "message": exc.render()})
-    sys.stderr.write(f"error: {exc.render()}\n")
-    sys.stderr.flush()
-    return exc.exit_code

@@ -8,15 +8,14 @@ failures in words. Exit codes: 0 ok, 1 runtime failure, 2 bad input.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import HarnessError, InputError, RunFailure
+from ..common.cli import deterministic, emit, fail, layer_ids, pick_device, positive
+from .errors import HarnessError, RunFailure
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -29,28 +28,6 @@ def _int_list(text: str) -> tuple[int, ...]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
-
-
-def _layer_ids(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        values = ()
-    if not values or any(v < 0 for v in values) or len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(
-            f"expected distinct comma-separated layer ids >= 0, got {text!r}"
-        )
-    return values
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,13 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--batch-anchors",
-        type=_positive,
+        type=positive,
         default=None,
         help="anchors per forward (default 64 on GPU, 16 on CPU); halved on out-of-memory",
     )
     p.add_argument(
         "--max-anchors",
-        type=_positive,
+        type=positive,
         default=None,
         help="score an evenly spaced subset of at most N anchors for the all-anchor means; the "
         "greedy decoding walks (tau_greedy) still cover every sample, scoring the anchors their "
@@ -108,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--cache-layer-ids",
-        type=_layer_ids,
+        type=layer_ids,
         default=None,
         help="target layers a SpecForge or speculators cache holds, in order and in that tool's "
         "own convention (SpecForge: the draft config's target_layer_ids; speculators: the ids given "
@@ -142,48 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+    emit(event)
     if event.get("event") == "note":  # also in words, for whoever reads the log
         sys.stderr.write(f"note: {event['message']}\n")
         sys.stderr.flush()
-
-
-def _pick_device(requested: str | None) -> str:
-    import torch
-
-    if requested is None:
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(requested)
-    except (RuntimeError, ValueError):
-        raise InputError(
-            f"--device {requested!r}: not a device name", hint="use cpu, cuda or cuda:N"
-        ) from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError(
-                f"--device {requested}: CUDA is not available here (torch {torch.__version__})",
-                hint="use --device cpu, or run on a GPU host with a CUDA build of torch",
-            )
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise InputError(
-                f"--device {requested}: this host has {torch.cuda.device_count()} GPU(s)"
-            )
-    elif dev.type != "cpu":
-        raise InputError(f"--device {requested}: only cpu and cuda are supported")
-    return requested
-
-
-def _deterministic(device: str) -> None:
-    """Same inputs, same numbers: no TF32, deterministic kernels where torch has them."""
-    import torch
-
-    if device.startswith("cuda"):
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def _import_torch_quietly() -> None:
@@ -213,15 +152,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import run as run_mod
         from .results import write_json_atomic
     except ImportError as exc:
-        return _fail(
+        return fail(
             RunFailure(
                 f"cannot import the eval stack with {sys.executable}: {exc}",
                 hint="the host's python needs torch and safetensors (pip install torch safetensors)",
             )
         )
     try:
-        device = _pick_device(args.device)
-        _deterministic(device)
+        device = pick_device(args.device)
+        deterministic(device)
         opts = run_mod.Options(
             drafter=args.drafter,
             cache=args.cache,
@@ -244,19 +183,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             raise RunFailure(f"cannot write {args.out}: {exc.strerror or exc}") from None
     except HarnessError as exc:
-        return _fail(exc)
+        return fail(exc)
     except KeyboardInterrupt:
-        return _fail(RunFailure("interrupted"))
+        return fail(RunFailure("interrupted"))
     except Exception as exc:
         if run_mod.is_oom(exc):
-            return _fail(
+            return fail(
                 RunFailure(
                     f"out of memory while loading or running: {str(exc).splitlines()[0]}",
                     hint="free the GPU, lower --batch-anchors, or use --device cpu",
                 )
             )
         traceback.print_exc()
-        return _fail(
+        return fail(
             RunFailure(
                 f"internal error: {type(exc).__name__}: {exc}",
                 hint="this is a harness bug; please report it with the traceback above",
@@ -271,10 +210,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
     )
     return 0
-
-
-def _fail(exc: HarnessError) -> int:
-    _emit({"event": "error", "exit_code": exc.exit_code, "message": exc.render()})
-    sys.stderr.write(f"error: {exc.render()}\n")
-    sys.stderr.flush()
-    return exc.exit_code

@@ -1,4 +1,5 @@
-"""Errors the harness reports to people, with the exit code each one means.
+"""Errors the harness reports to people: the shipped programs' classes (`common/errors.py`)
+and `Problems`, which collects every input problem into one message.
 
 Every bad input becomes one of these, so the command line can print a short
 message (which file, which key, what was expected, what to do) and never a
@@ -7,39 +8,10 @@ traceback.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from ..common.errors import InputError, RunFailure, ShippedError
 
-
-class HarnessError(Exception):
-    """A failure with a message meant for the operator."""
-
-    exit_code = 1
-
-    def __init__(self, message: str, problems: Iterable[str] = (), hint: str | None = None):
-        self.message = message
-        self.problems = list(problems)
-        self.hint = hint
-        super().__init__(self.render())
-
-    def render(self) -> str:
-        """The full human message: headline, one line per problem, then the hint."""
-        lines = [self.message]
-        lines.extend(f"  - {p}" for p in self.problems)
-        if self.hint:
-            lines.append(f"hint: {self.hint}")
-        return "\n".join(lines)
-
-
-class InputError(HarnessError):
-    """Bad or unreadable input files, or a drafter that does not fit the cache (exit 2)."""
-
-    exit_code = 2
-
-
-class RunFailure(HarnessError):
-    """The inputs were fine but the run could not finish (exit 1)."""
-
-    exit_code = 1
+# The shipped programs' shared classes, under the names the harness's code uses.
+HarnessError = ShippedError
 
 
 class Problems:
@@ -74,3 +46,6 @@ class Problems:
             if hint and self._unhinted:
                 hints.append(hint)
             raise InputError(message, self.items, "; ".join(hints) or None)
+
+
+__all__ = ["HarnessError", "InputError", "Problems", "RunFailure"]
