@@ -16,8 +16,8 @@ Two ways to start it:
     python -m dflash_tui.shipped.cachebuild --target DIR --prompts FILE --out DIR \\
         --target-layer-ids 1,16,31 --max-new-tokens N [--device cuda:0|cpu]
 
-* after this directory has been copied alone anywhere (the console uploads it to
-  ``~/.cache/dflash-tui/cachebuild/<sha256>/``), run the directory itself::
+* as the bundle the console uploads to ``~/.cache/dflash-tui/cachebuild/<sha256>/``
+  (this folder, ``common/`` and one bootstrap ``__main__.py``), run its directory::
 
     python ~/.cache/dflash-tui/cachebuild/<sha256> --target DIR ...
 
@@ -34,7 +34,7 @@ Stdout carries one JSON object per line (``start``, ``sample``, ``progress``,
 failure, 2 bad input.
 
 Imports only the standard library, torch, safetensors and transformers (the
-``cache`` extra), and only relative imports inside itself. This ``__init__``
+``cache`` extra), and only relative imports inside itself and the shared ``../common``. This ``__init__``
 imports nothing, so the console can locate the directory cheaply.
 """
 

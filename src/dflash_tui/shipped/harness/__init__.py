@@ -6,20 +6,18 @@ drafter's block forward for every anchor (§4.4), and writes
 ``eval_results.json`` (schema ``dflash-eval/1``, §4.6) with the §4.5 metrics.
 
 The directory imports only the standard library, torch and safetensors, and
-only relative imports inside itself, so it runs on a host that has nothing but
-a python with torch. Two ways to start it:
+only relative imports inside itself and the shared ``../common``, so it runs on a
+host that has nothing but a python with torch. Two ways to start it:
 
 * inside the installed package::
 
     python -m dflash_tui.shipped.harness --drafter DIR --cache DIR --out FILE
 
-* after this directory has been copied alone anywhere (the console uploads it
-  to ``~/.cache/dflash-tui/harness/<sha256>/``), run the directory itself; its
-  name does not matter::
+* as the bundle the console uploads to ``~/.cache/dflash-tui/harness/<sha256>/``
+  (this folder, ``common/`` and one bootstrap ``__main__.py``: see
+  ``evals/jobs/install.py``), run the bundle's directory; its name does not matter::
 
     python ~/.cache/dflash-tui/harness/<sha256> --drafter DIR --cache DIR --out FILE
-
-  (``python .../<sha256>/__main__.py ...`` is the same thing).
 
 Options: ``--device cuda:0|cpu`` (default: cuda:0 when available),
 ``--dtype auto|float32|bfloat16|float16`` (auto: bf16 on GPU, fp32 on CPU),
