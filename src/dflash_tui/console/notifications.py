@@ -178,7 +178,8 @@ class SessionNotifications:
             if not (event.old in (RunState.DEAD, RunState.STALLED) or self._standing(key)):
                 return  # first seen alive: nothing ended
             was = self._down.pop(key, ev.RUN_DEAD)
-            self._submit("recover", key, Notice(was, event.reason, host, event.run, details))
+            notice = Notice(was, event.reason, host, event.run, details, recovery=True)
+            self._submit("recover", key, notice)
 
     def _standing(self, key: str) -> bool:
         """A condition another process (or an earlier run of this one) announced."""
@@ -200,7 +201,7 @@ class SessionNotifications:
         else:
             if self._down.pop(key, None) is None and not self._standing(key):
                 return  # first seen reachable: nothing ended
-            notice = Notice(ev.HOST_DOWN, "reachable again", event.host)
+            notice = Notice(ev.HOST_DOWN, "reachable again", event.host, recovery=True)
             self._submit("recover", key, notice)
 
     def _acceptance_dropped(self, event: AcceptanceDropped) -> None:
@@ -223,7 +224,11 @@ class SessionNotifications:
         self._dropped.discard(run)
         last = f"{acceptance.last:.2f}" if acceptance.last is not None else "?"
         notice = Notice(
-            ev.ACCEPTANCE_DROP, f"served acceptance length back at {last}", view.host, run
+            ev.ACCEPTANCE_DROP,
+            f"served acceptance length back at {last}",
+            view.host,
+            run,
+            recovery=True,
         )
         self._submit("recover", f"acceptance:{run}", notice)
 

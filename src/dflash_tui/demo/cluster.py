@@ -457,6 +457,14 @@ baseline = true
 name = "{demo_assets.SUITE_NAME}"
 host = "evalbox"
 cache = "{demo_assets.SUITE_DIR}"
+
+# Alerts and finished evals to a phone or a chat, from the console and `dflash-tui watch`
+# (pip install 'dflash-tui[notify]'; docs/notify.md). ${{VAR}} in these URLs only is read
+# from the environment, so tokens stay out of this file:
+# [notify]
+# urls = ["ntfys://ntfy.example.org/${{NTFY_TOPIC}}", "json://hooks.example.org/dflash"]
+# events = ["run_dead", "host_down", "eval_finished", "eval_failed"]   # default: all
+# max_per_hour = 20                                                      # per target
 """
     )
 

@@ -125,6 +125,8 @@ class Notifier:
         now = self.clock()
         ended = self.store.clear(key, now)
         if ended is None:
+            # another process sent its recovery already, or it was never announced
+            notice = dataclasses.replace(notice, recovery=True)
             return self._done(Outcome(notice, skipped="no standing condition"))
         value, since = ended
         was = _WAS.get(value, "in that state")

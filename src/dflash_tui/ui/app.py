@@ -120,6 +120,7 @@ class DflashApp(Guarded, App[int]):
         self._main_ready = False  # the main screen is composed (False while it recomposes)
         self._panes_of: dict[int, tuple[Screen, list[LogPane]]] = {}  # _log_panes, per screen
         self._up = False  # the main screen was shown once: from then on nothing ends the App
+        self._notify_warned = False  # session.notify_error shown (once)
         self.error_desk = ErrorDesk(
             Path(self.config.console.state_dir) / ERROR_LOG_NAME, self._notify_error
         )
@@ -144,9 +145,22 @@ class DflashApp(Guarded, App[int]):
         self._unsubscribe = self.session.subscribe(self._on_session_event)
         self.session.watch_lines(self.selected_run)
         if self.start_session:
-            self.run_worker(self.session.start(), group="session", exit_on_error=False)
+            self.run_worker(self._start_session(), group="session", exit_on_error=False)
         if self.beat_enabled:
             self.set_interval(BEAT_S, self._beat)
+
+    async def _start_session(self) -> None:
+        await self.session.start()
+        self.show_start_warnings()
+
+    def show_start_warnings(self) -> None:
+        """Say once what the session found it cannot do: why [notify] sends nothing
+        (apprise missing: what to install; the state database unusable). The console
+        runs on without it."""
+        error = getattr(self.session, "notify_error", None)
+        if error and not self._notify_warned:
+            self._notify_warned = True
+            self.notify(error, title="notifications are off", severity="warning", timeout=30)
 
     def main_screen_ready(self, screen: MainScreen) -> None:
         """The main screen is composed: fill every pane and focus the runs table."""
