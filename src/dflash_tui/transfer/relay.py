@@ -153,6 +153,8 @@ class HostRelay:
         # Worker processes for the pieces of large files (procs.py), started after the walk.
         self._procs: list[asyncio.Future[ProcWorker]] = []
         self._started_procs: list[ProcWorker] = []
+        # The small path's scripts, started for these jobs while the destination is checked.
+        self._batch: tuple[list[Job], asyncio.Future[small_path.SmallBatch]] | None = None
 
     # ------------------------------------------------------------------ top level
 
@@ -306,6 +308,19 @@ class HostRelay:
             self.keep_root = await resolve_destination(self.local, self.src, keep, tree.is_dir)
         self.jobs = self._make_jobs(tree)
         self.store.set_totals(self.transfer_id, len(self.jobs), tree.total_bytes)
+        if small and self._batch is None:
+            # Both scripts start now, while the destination is checked: reading the
+            # source changes nothing, and the destination writes only what it is sent.
+            batch = small_path.SmallBatch(
+                self.src_side,
+                self.dst_side,
+                [
+                    small_path.SmallFile(j.src_path, j.dst_part, j.file.size, j.file.mode)
+                    for j in self.jobs
+                ],
+                force=self.options.force,
+            )
+            self._batch = (list(self.jobs), asyncio.ensure_future(batch.open()))
         checker = destination.DestinationCheck(
             self.dst_side, self.dst_root, force=self.options.force
         )
@@ -354,6 +369,7 @@ class HostRelay:
             self._announce(tree, pending)
         if self.use_streams and small:
             await self._move_small([j for j in pending if not j.written and not j.partial])
+            trace.mark("small_moved")
             pending = [j for j in pending if not j.done]
         if self.use_streams and (pending or not small):
             try:
@@ -411,16 +427,31 @@ class HostRelay:
         )
 
     async def _move_small(self, jobs: list[Job]) -> None:
-        """A few small files through sh and coreutils (small.py); the ones whose hashes
-        differed stay pending for the streams, which send them again."""
-        if not jobs:
-            return
+        """A few small files through sh and coreutils (small.py), by the batch started
+        while the destination was checked; the ones whose hashes differed stay pending
+        for the streams, which send them again."""
         tracker = self.tracker
         assert tracker is not None
-        files = [
-            small_path.SmallFile(j.src_path, j.dst_part, j.file.size, j.file.mode) for j in jobs
-        ]
-        job_of = {id(f): j for f, j in zip(files, jobs, strict=True)}
+        started, self._batch = self._batch, None
+        if started is None or started[0] != self.jobs:
+            if started is not None:
+                with contextlib.suppress(BaseException):
+                    await (await started[1]).close()
+            if not jobs:
+                return
+            files = [
+                small_path.SmallFile(j.src_path, j.dst_part, j.file.size, j.file.mode) for j in jobs
+            ]
+            batch, batch_jobs = (
+                small_path.SmallBatch(
+                    self.src_side, self.dst_side, files, force=self.options.force
+                ),
+                jobs,
+            )
+        else:
+            batch, batch_jobs = await started[1], started[0]
+        wanted = {id(j) for j in jobs}
+        job_of = {id(f): j for f, j in zip(batch.files, batch_jobs, strict=True)}
         counted: dict[int, int] = {}
 
         def on_bytes(f: small_path.SmallFile, n: int) -> None:
@@ -430,19 +461,18 @@ class HostRelay:
             tracker.advance(job.label, n)
 
         try:
-            outcomes = await small_path.move_small(
-                self.src_side, self.dst_side, files, force=self.options.force, on_bytes=on_bytes
-            )
+            outcomes = await batch.run([id(j) in wanted for j in batch_jobs], on_bytes)
         except BaseException:
             for job in jobs:
                 tracker.rewind(job.label, counted.get(id(job), 0))
             raise
-        for job, outcome in zip(jobs, outcomes, strict=True):
+        for job, outcome in zip(batch_jobs, outcomes, strict=True):
+            if outcome is None:
+                continue
             if outcome.state == "ok":
                 self._done(job, outcome.src_sha, outcome.dst_sha)
             else:
                 tracker.rewind(job.label, counted.get(id(job), 0))
-        trace.mark("small_moved")
 
     async def _space_check(self, jobs: list[Job]) -> TransferError | None:
         """The free-space error for sending all of `jobs`, or None (free-space check off)."""
@@ -924,6 +954,11 @@ class HostRelay:
             started.cancel()
             with contextlib.suppress(BaseException):
                 await (await started).close()
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            batch[1].cancel()
+            with contextlib.suppress(BaseException):
+                await (await batch[1]).close()
         procs, self._procs = self._procs, []
         running, self._started_procs = self._started_procs, []
         for future in procs:

@@ -337,17 +337,19 @@ exec cat -- "$@"
 
 # Destination: $1 is 1 to replace existing files (force), then one NAME.part
 # per file. Per file, stdin has a line `SIZE MODE SHA256` (the source's hash)
-# and then exactly SIZE bytes, written to NAME.part (its directories created).
+# and then exactly SIZE bytes, written to NAME.part (its directories created);
+# or a line `-`: that file is up to date, nothing follows (reply `skip`).
 # NAME.part is then hashed back from disk; only if that matches the source's
 # hash does it get MODE and its final name (`ln`: never over a file that
 # appeared meanwhile, unless force). One reply line per file: `ok SHA`, `bad
-# SHA` (left as NAME.part), `collision dir` (a directory is in the way) or
+# SHA` (left as NAME.part), `skip`, `collision dir` (a directory is in the way) or
 # `collision appeared` (a file appeared at the final name meanwhile).
 DST_SMALL = (
     _PRELUDE
     + r"""force=$1; shift
 for part do
   IFS=' ' read -r size mode want || { echo "dflash: $part: the stream ended early" >&2; exit 5; }
+  if [ "$size" = - ]; then echo skip; continue; fi
   final=${part%.part}
   case $part in */*) d=${part%/*}; [ -z "$d" ] || [ -d "$d" ] || mkdir -p -- "$d" || exit 1 ;; esac
   dd of="$part" bs=1M count="$size" iflag=count_bytes,fullblock status=none || exit 1

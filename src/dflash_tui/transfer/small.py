@@ -22,6 +22,7 @@ one small file costs two channels and no interpreter start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -72,6 +73,59 @@ def _hash_of(line: bytes, where: str) -> str:
     return text
 
 
+class SmallBatch:
+    """The two scripts for a batch of files, started before it is known which of the
+    files need sending (the destination check runs meanwhile); run() says which."""
+
+    def __init__(self, src: Side, dst: Side, files: Sequence[SmallFile], *, force: bool) -> None:
+        self.src = src
+        self.dst = dst
+        self.files = list(files)
+        self.force = force
+        self._stack = contextlib.AsyncExitStack()
+        self._streams: tuple[SideStream, SideStream] | None = None
+
+    async def open(self) -> SmallBatch:
+        src_cm = self.src.stream(argv(SRC_SMALL, *[f.src_path for f in self.files]))
+        dst_cm = self.dst.stream(
+            argv(DST_SMALL, "1" if self.force else "0", *[f.dst_part for f in self.files])
+        )
+        try:
+            reader = await self._stack.enter_async_context(src_cm)
+            writer = await self._stack.enter_async_context(dst_cm)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        self._streams = (reader, writer)
+        return self
+
+    async def close(self) -> None:
+        self._streams = None
+        await self._stack.aclose()
+
+    async def run(
+        self, todo: Sequence[bool], on_bytes: Callable[[SmallFile, int], None]
+    ) -> list[SmallOutcome | None]:
+        """Send the files whose `todo` is true (the others are read and dropped); one
+        outcome per file, None for those not sent. Raises ConnectionLost when a link
+        breaks (the caller retries), TransferError "changed" when a source file changed
+        on the way, "collision" when something is in the way of a final name."""
+        if self._streams is None:
+            await self.open()
+        assert self._streams is not None
+        reader, writer = self._streams
+        src_err = asyncio.ensure_future(reader.read_stderr())
+        dst_err = asyncio.ensure_future(writer.read_stderr())
+        try:
+            return await _pump(
+                self.src, self.dst, self.files, todo, reader, writer, src_err, dst_err, on_bytes
+            )
+        finally:
+            for task in (src_err, dst_err):
+                task.cancel()
+            await self.close()
+
+
 async def move_small(
     src: Side,
     dst: Side,
@@ -80,35 +134,22 @@ async def move_small(
     force: bool,
     on_bytes: Callable[[SmallFile, int], None],
 ) -> list[SmallOutcome]:
-    """Move `files` (see the module's docstring); one outcome per file, in order.
-
-    Raises ConnectionLost when a link breaks (the caller retries), TransferError
-    "changed" when a source file changed on the way, "collision" when something
-    is in the way of a final name.
-    """
-    async with (
-        src.stream(argv(SRC_SMALL, *[f.src_path for f in files])) as reader,
-        dst.stream(argv(DST_SMALL, "1" if force else "0", *[f.dst_part for f in files])) as writer,
-    ):
-        src_err = asyncio.ensure_future(reader.read_stderr())
-        dst_err = asyncio.ensure_future(writer.read_stderr())
-        try:
-            return await _pump(src, dst, files, reader, writer, src_err, dst_err, on_bytes)
-        finally:
-            for task in (src_err, dst_err):
-                task.cancel()
+    """Move all of `files` (see the module's docstring and SmallBatch.run)."""
+    got = await SmallBatch(src, dst, files, force=force).run([True] * len(files), on_bytes)
+    return [o for o in got if o is not None]
 
 
 async def _pump(
     src: Side,
     dst: Side,
     files: Sequence[SmallFile],
+    todo: Sequence[bool],
     reader: SideStream,
     writer: SideStream,
     src_err: asyncio.Future[bytes],
     dst_err: asyncio.Future[bytes],
     on_bytes: Callable[[SmallFile, int], None],
-) -> list[SmallOutcome]:
+) -> list[SmallOutcome | None]:
     hashes = []
     for f in files:
         line = await reader.readline()
@@ -117,21 +158,23 @@ async def _pump(
         hashes.append(_hash_of(line, f"{src.label}:{f.src_path}"))
     replies = asyncio.ensure_future(writer.read_all())
     try:
-        for f, sha in zip(files, hashes, strict=True):
+        for f, sha, send in zip(files, hashes, todo, strict=True):
             final = f.dst_part.removesuffix(PART)
-            header = f"{f.size} {f.mode & 0o7777:o} {sha}\n".encode()
-            await _write(dst, writer, dst_err, header, final)
+            header = f"{f.size} {f.mode & 0o7777:o} {sha}\n" if send else "-\n"
+            await _write(dst, writer, dst_err, header.encode(), final)
             digest = hashlib.sha256()
             left = f.size
             while left:
                 chunk = await reader.read_full(min(CHUNK, left))
                 if not chunk:
                     raise await _failure(src, reader, src_err, "reading", path=f.src_path)
+                left -= len(chunk)
+                if not send:
+                    continue
                 digest.update(chunk)
                 await _write(dst, writer, dst_err, chunk, final)
-                left -= len(chunk)
                 on_bytes(f, len(chunk))
-            if digest.hexdigest() != sha:
+            if send and digest.hexdigest() != sha:
                 raise TransferError(
                     f"{src.label}:{f.src_path}: changed while it was read (its bytes do not "
                     "hash to the sha256 taken just before); run again",
@@ -153,9 +196,12 @@ async def _pump(
     if status != 0 or len(lines) != len(files):
         failed = files[min(len(lines), len(files) - 1)].dst_part.removesuffix(PART)
         raise await _failure(dst, writer, dst_err, "writing", status=status, path=failed)
-    outcomes = []
+    outcomes: list[SmallOutcome | None] = []
     for f, sha, line in zip(files, hashes, lines, strict=True):
         state, _, rest = line.partition(" ")
+        if state == "skip":
+            outcomes.append(None)
+            continue
         if state == "collision":
             final = f.dst_part.removesuffix(PART)
             what = "is a directory" if rest == "dir" else "appeared during the transfer"
