@@ -143,7 +143,7 @@ async def test_relay_finished_and_failed(tmp_path: Path, hook: HookServer) -> No
         "RELAY FAILED | host evalbox | failed: sha256 mismatch on model.safetensors\n"
         "storage:models/zlab -> evalbox:models/zlab\n"
         "transfer t2",
-        "RELAY FINISHED | host evalbox | copied 3.00 GiB\n"
+        "RELAY FINISHED | host evalbox | sent 3.00 GiB, 1.00 MiB already up to date\n"
         "trainbox:workspace/checkpoints/slammed5/step-40000 -> evalbox:models/slammed5-step-40000\n"
         "transfer t1",
     ]

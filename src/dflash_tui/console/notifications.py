@@ -358,7 +358,9 @@ class SessionNotifications:
                 continue
             if view.state == "done":
                 what = ev.RELAY_FINISHED
-                reason = f"copied {size(view.bytes_total + view.bytes_up_to_date)}"
+                reason = f"sent {size(view.bytes_total)}"  # files to send, all verified
+                if view.bytes_up_to_date:
+                    reason += f", {size(view.bytes_up_to_date)} already up to date"
             elif view.state in ("failed", "interrupted"):
                 what = ev.RELAY_FAILED
                 reason = view.state + (f": {view.error}" if view.error else "")
