@@ -557,13 +557,16 @@ class ConsoleSession:
         """Poll unfinished jobs and collect finished ones; idle while there are none."""
         interval = max(self.config.console.refresh_s, JOBS_POLL_S)
         manager = self._manager
+        seen: dict[str, tuple[Any, ...]] | None = None
         while True:
             try:
                 if manager.jobs(active_only=True):
                     await manager.poll()
+                recent = manager.jobs(limit=50)
+                seen = self._jobs_changed_elsewhere(seen, recent)
                 ready = [
                     j.id
-                    for j in manager.jobs(limit=50)
+                    for j in recent
                     if j.state == "done" and j.collected_at is None and not j.collect_error
                 ]
                 if ready:
@@ -575,6 +578,20 @@ class ConsoleSession:
             except Exception:  # a failed poll is retried next time
                 log.exception("polling eval jobs failed")
             await asyncio.sleep(interval)
+
+    def _jobs_changed_elsewhere(
+        self, before: dict[str, tuple[Any, ...]] | None, jobs: Sequence[Any]
+    ) -> dict[str, tuple[Any, ...]]:
+        """Tell subscribers about jobs another process queued, finished or collected (a
+        `dflash-tui eval --wait`, another console): this manager's own changes arrive as
+        they happen, but a job finished elsewhere never passes through it. Returns what
+        was seen, for the next call; the first call only records."""
+        now = {j.id: (j.state, j.updated_at, j.collected_at) for j in jobs}
+        if before is not None:
+            for job_id, state in now.items():
+                if before.get(job_id) != state:
+                    self._emit(JobsChanged(job_id))
+        return now
 
     def _complete_checkpoints(self) -> list[Any]:
         if self._sweep is None:
