@@ -95,3 +95,32 @@ async def test_a_worker_that_cannot_read_the_config_leaves_its_pieces_here(
     assert not runs
     assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_dst
     assert not part_files(b.home)
+
+
+async def test_a_split_file_is_hashed_at_the_destination_as_its_pieces_land(
+    sshd_factory, write_config, monkeypatch
+) -> None:
+    """The destination's sha256 follows the landed prefix (HASH_FOLLOW), so the part is
+    not read back whole after the last piece; the two ends still agree."""
+    _small_split(monkeypatch)
+    engine = importlib.import_module("dflash_tui.transfer.relay")
+    monkeypatch.setattr(engine, "HASH_STEP_BYTES", 4 * MIB)
+    whole_hashes: list[tuple[str, str]] = []
+    real_hash = engine.HostRelay._hash
+
+    async def hash_(self, side, path):  # type: ignore[no-untyped-def]
+        whole_hashes.append((side.label, path))
+        return await real_hash(self, side, path)
+
+    monkeypatch.setattr(engine.HostRelay, "_hash", hash_)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "big.bin", SIZE)
+    options = RelayOptions(range_bytes=4 * MIB, streams=3, retries=0)
+    async with relay_env(config) as (pool, conn):
+        result = await relay(
+            pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin", options=options
+        )
+    assert [label for label, _ in whole_hashes] == ["a"], whole_hashes  # the source only
+    assert result.files[0].sha256_src == result.files[0].sha256_dst == sha
+    assert _sha(b.home / "big.bin") == sha and not part_files(b.home)

@@ -73,6 +73,8 @@ if TYPE_CHECKING:
 # pieces of at least SPLIT_PIECE_BYTES at once.
 SPLIT_MIN_BYTES = 256 << 20
 SPLIT_PIECE_BYTES = 128 << 20
+# A split file's destination sha256 follows its landed prefix in steps of this much.
+HASH_STEP_BYTES = 32 << 20
 
 
 @dataclass
@@ -95,6 +97,9 @@ class Job:
     partial: dict[int, int] = field(default_factory=dict)  # range offset -> landed up to
     repair: bool = False  # whole-file hashes differed: find and resend the bad ranges
     split: bool = False  # moving in pieces at once (by worker processes where they run)
+    pieces: list[Piece] = field(default_factory=list)  # of a split file, in file order
+    hash_want: int = 0  # a split file's destination hasher is to read up to here
+    hash_pump: asyncio.Task[None] | None = None
     src_sha: str = ""
     dst_sha: str = ""
 
@@ -604,6 +609,9 @@ class HostRelay:
         for job in pending:
             if not job.done:
                 queue.extend(self._pieces(job))
+        for job in pending:
+            if job.split and job.file.size > 0 and job.dst_hasher is None:
+                job.dst_hasher = await PrefixHasher(self.dst_side, job.dst_part).start()
         procs, self._procs = self._procs, []
         runs, queue = await self._proc_runs(procs, queue)
         count = min(self.options.streams, max(1, len(queue)))
@@ -627,6 +635,7 @@ class HostRelay:
                 await workers[0].close()
             if runs:
                 await _run_all(runs)
+            trace.mark("streamed")
         except PartTooShort:
             for job in pending:  # someone cut NAME.part short: those files start over
                 job.written.clear()
@@ -693,10 +702,13 @@ class HostRelay:
             # Hashed whole apart from the streams: the source at once, beside them.
             job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
             self._tasks.append(job.src_hash)  # type: ignore[arg-type]
-        return [
+        pieces = [
             Piece(job, job.src_path, job.dst_part, a, b, job.file.size, whole, job.local_fd)
             for a, b in runs
         ]
+        if job.split:
+            job.pieces = pieces
+        return pieces
 
     def _split(self, start: int, end: int) -> list[list[int]]:
         """[start, end) in up to `streams` pieces of at least SPLIT_PIECE_BYTES, on range
@@ -729,6 +741,27 @@ class HostRelay:
                 self.store.add_range(self.transfer_id, job.file.rel, rng)
             else:
                 job.partial[rng.offset] = max(upto, rng.offset)
+        if job.split and job.dst_hasher is not None:
+            # The destination hashes the file behind the pieces, as far as they have
+            # landed without a gap from its start: no read-back of it all at the end.
+            prefix = job.pieces[0].start
+            for p in job.pieces:
+                if p.start > prefix:
+                    break
+                prefix = max(prefix, p.landed)
+                if p.landed < p.end:
+                    break
+            # In steps (the hasher's shell loop runs one dd per step), and to the end.
+            if prefix >= job.hash_want + HASH_STEP_BYTES or prefix == job.file.size > job.hash_want:
+                job.hash_want = prefix
+                if job.hash_pump is None or job.hash_pump.done():
+                    job.hash_pump = asyncio.ensure_future(self._pump_hash(job))
+                    self._tasks.append(job.hash_pump)  # type: ignore[arg-type]
+
+    async def _pump_hash(self, job: Job) -> None:
+        hasher = job.dst_hasher
+        while hasher is not None and hasher.told < job.hash_want:
+            await hasher.advance(job.hash_want)
 
     async def verified(self, piece: Piece) -> Rename | None:
         job = piece.key
@@ -752,9 +785,23 @@ class HostRelay:
     async def _verify_and_finish(self, job: Job) -> None:
         """A file the streams did not finish: hash both ends, resend bad ranges once, rename."""
         early, job.src_hash = job.src_hash, None
+        dst_call = self._hash(self.dst_side, job.dst_part)
+        hasher, job.dst_hasher = job.dst_hasher, None
+        if hasher is not None:
+            pump, job.hash_pump = job.hash_pump, None
+            followed = False
+            if pump is not None:
+                with contextlib.suppress(Exception):
+                    await pump
+                    followed = hasher.told == job.file.size
+            if followed:
+                dst_call.close()
+                dst_call = hasher.result()
+            else:
+                await hasher.close()
         src_sha, dst_sha = await asyncio.gather(
             early if early is not None else self._hash(self.src_side, job.src_path),
-            self._hash(self.dst_side, job.dst_part),
+            dst_call,
         )
         local_sha = await self._local_sha(job)
         if src_sha != dst_sha or local_sha not in (None, src_sha):
