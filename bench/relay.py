@@ -292,6 +292,11 @@ def main() -> None:
         help="--netns: also time the relay of this src/ tree (e.g. an older commit's), "
         "alternating with the rest",
     )
+    parser.add_argument(
+        "--no-workers-too",
+        action="store_true",
+        help="--netns: also time `relay --no-workers` (large files' pieces in one process)",
+    )
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument(
         "--host-python",
@@ -494,12 +499,16 @@ class NetnsBench:
         self.run_no += 1
         return self.dst_dir / f"copy{self.run_no}"
 
+    def relay_inproc(self, src: Path) -> tuple[float, Path, dict[str, float]]:
+        """The relay with every piece in its own process (--no-workers), for the lever."""
+        return self.relay(src, extra=["--no-workers"])
+
     def relay_before(self, src: Path) -> tuple[float, Path, dict[str, float]]:
         """The relay from another source tree (--before-src), for before/after side by side."""
         return self.relay(src, src_tree=self.before_src)
 
     def relay(
-        self, src: Path, src_tree: Path | None = None
+        self, src: Path, src_tree: Path | None = None, extra: list[str] | None = None
     ) -> tuple[float, Path, dict[str, float]]:
         dst = self._dst()
         cmd = [
@@ -508,6 +517,7 @@ class NetnsBench:
         ]  # fmt: skip
         if self.streams:
             cmd += ["--streams", str(self.streams)]
+        cmd += extra or []
         env = {**self.env, "DFLASH_TUI_RELAY_TRACE": "1"}
         if src_tree is not None:
             env["PYTHONPATH"] = str(src_tree)
@@ -521,7 +531,7 @@ class NetnsBench:
         verified = [e for e in events if e.get("event") == "file_verified"]
         if not verified or any(e["sha256_src"] != e["sha256_dst"] for e in verified):
             raise SystemExit(f"relay: sha256 at the two ends differ or missing: {verified}")
-        if src_tree is not None:
+        if src_tree is not None or extra:
             return elapsed, dst, {}
         return elapsed, dst, {k: v - epoch for k, v in _trace(out.stderr).items()}
 
@@ -587,6 +597,7 @@ def _trace(stderr: str) -> dict[str, float]:
 
 NETNS_METHODS = {
     "relay": "dflash-tui relay (sha256 both ends)",
+    "relay_inproc": "relay --no-workers",
     "relay_before": "relay, --before-src tree",
     "scp3": "scp -3",
     "pipe": "ssh eval cat | ssh train 'cat >'",
@@ -633,6 +644,7 @@ def netns_main(args: argparse.Namespace) -> None:
                 src, want = sources[item]
                 methods = ["relay", "scp3"] + ([] if item == TREE else ["pipe"])
                 methods += ["relay_before"] if args.before_src else []
+                methods += ["relay_inproc"] if args.no_workers_too and item != TREE else []
                 shift = rnd % len(methods)  # alternate who goes first
                 for name in methods[shift:] + methods[:shift]:
                     elapsed, dst, phases = getattr(bench, name)(src)
@@ -658,8 +670,11 @@ def netns_main(args: argparse.Namespace) -> None:
     print(f"uptime after:  {uptime1}")
     print(f"hosts' python3: {python_line}")
     print(f"{args.rounds} round(s), {os.cpu_count()} CPUs, medians")
-    print("| item | relay s | scp -3 s | pipe s | relay / scp -3 | relay / pipe | before s |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| item | relay s | scp -3 s | pipe s | relay / scp -3 | relay / pipe | before s "
+        "| --no-workers s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for item in items:
         med = {m: statistics.median(times[(item, m)]) for m in NETNS_METHODS if (item, m) in times}
         label = "200-file tree" if item == TREE else _size_label(_parse_size(item))
@@ -670,9 +685,10 @@ def netns_main(args: argparse.Namespace) -> None:
             if "relay_before" in med
             else ""
         )
+        inproc = f"{med['relay_inproc']:.3f}" if "relay_inproc" in med else ""
         print(
             f"| {label} | {med['relay']:.3f} | {med['scp3']:.3f} | {pipe} | "
-            f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} |"
+            f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} | {inproc} |"
         )
     for item, rows in traces.items():
         keys = list(rows[0])

@@ -3,6 +3,7 @@ connections (made by the pool's code from the same config), on real sshd hosts."
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
 from pathlib import Path
@@ -124,3 +125,25 @@ async def test_a_split_file_is_hashed_at_the_destination_as_its_pieces_land(
     assert [label for label, _ in whole_hashes] == ["a"], whole_hashes  # the source only
     assert result.files[0].sha256_src == result.files[0].sha256_dst == sha
     assert _sha(b.home / "big.bin") == sha and not part_files(b.home)
+
+
+async def test_the_cli_moves_pieces_in_workers_unless_told_no_workers(
+    sshd_factory, write_config, monkeypatch, capsys
+) -> None:
+    from tests.transfer.test_cli import run_main
+
+    _small_split(monkeypatch)
+    runs = _record_runs(monkeypatch)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "big.bin", SIZE)
+    for flag, used in (("--no-workers", False), ("--streams=3", True)):
+        runs.clear()
+        dst = b.home / f"copy{used}.bin"
+        code, _out, err = await asyncio.to_thread(
+            run_main, capsys, "relay", "--config", str(config), "--streams", "3",
+            f"a:{a.home}/big.bin", f"b:{dst}", flag,
+        )  # fmt: skip
+        assert code == 0, err
+        assert bool(runs) is used, (flag, runs)
+        assert _sha(dst) == sha
