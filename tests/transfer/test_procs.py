@@ -31,9 +31,9 @@ def _record_runs(monkeypatch) -> list[tuple[int, int]]:  # type: ignore[no-untyp
     runs: list[tuple[int, int]] = []
     real_run = procs_module.ProcWorker.run
 
-    async def run(self, pieces, hooks):  # type: ignore[no-untyped-def]
+    async def run(self, pieces, hooks, streams=1):  # type: ignore[no-untyped-def]
         runs.append((self.proc.pid, len(pieces)))
-        await real_run(self, pieces, hooks)
+        await real_run(self, pieces, hooks, streams)
 
     monkeypatch.setattr(procs_module.ProcWorker, "run", run)
     return runs
@@ -52,8 +52,8 @@ async def test_a_large_file_moves_through_worker_processes(
     options = RelayOptions(range_bytes=4 * MIB, streams=3, retries=0)
     async with relay_env(config) as (pool, conn):
         result = await relay(pool, conn, f"a:{a.home}/dir", f"b:{b.home}/", options=options)
-    assert runs and sum(n for _, n in runs) == 3, runs  # 40 MiB in three pieces
-    assert len({pid for pid, _ in runs}) == len(runs) == procs_module.worker_count(3, 3)
+    assert runs and sum(n for _, n in runs) == 6, runs  # 40 MiB in stripes of 8 MiB
+    assert len({pid for pid, _ in runs}) == len(runs) == procs_module.worker_count(6, 3)
     assert _sha(b.home / "dir" / "big.bin") == sha
     by_name = {f.path: f for f in result.files}
     assert by_name["big.bin"].sha256_src == by_name["big.bin"].sha256_dst == sha

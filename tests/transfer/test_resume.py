@@ -184,8 +184,8 @@ async def test_corruption_on_the_way_is_caught_and_only_the_bad_range_is_resent(
 async def test_a_large_file_moves_in_pieces_at_once_and_survives_a_drop(
     sshd_factory, write_config, monkeypatch
 ) -> None:
-    """Above SPLIT_MIN_BYTES a file goes in several pieces over several workers, hashed
-    whole apart from them; a drop mid-way resends only what was in flight."""
+    """Above SPLIT_MIN_BYTES a file goes in stripes over several streams, hashed whole
+    beside them; a drop mid-way resends only what was in flight."""
     engine = importlib.import_module("dflash_tui.transfer.relay")
     monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16 * MIB)
     monkeypatch.setattr(engine, "SPLIT_PIECE_BYTES", 8 * MIB)
@@ -211,7 +211,7 @@ async def test_a_large_file_moves_in_pieces_at_once_and_survives_a_drop(
             pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin",
             options=options, on_event=on_event,
         )  # fmt: skip
-    assert started[0] == 3, started  # 48 MiB in three pieces of 16 MiB
+    assert started[0] == 6, started  # 48 MiB in six stripes of 8 MiB
     assert killed and any(isinstance(e, Retrying) for e in events)
     assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_src
     assert result.files[0].sha256_dst == sha

@@ -103,16 +103,16 @@ class ProcWorker:
             return TransferError(f"a transfer worker process stopped: {' | '.join(tail)}")
         return TransferError("a transfer worker process stopped")
 
-    async def run(self, pieces: Sequence[Piece], hooks: StreamHooks) -> None:
+    async def run(self, pieces: Sequence[Piece], hooks: StreamHooks, streams: int = 1) -> None:
         """Move `pieces` (none of them whole: their files are hashed and renamed by the
-        engine) and report on `hooks` as the worker reports."""
+        engine), in order, `streams` at once, and report on `hooks` as the worker reports."""
         assert self.proc is not None and self.proc.stdin is not None and self._ready
         await self._ready
         wire = [
             {"p": p.src_path, "d": p.dst_part, "o": p.start, "e": p.end, "s": p.size}
             for p in pieces
         ]
-        self.proc.stdin.write((json.dumps({"pieces": wire}) + "\n").encode())
+        self.proc.stdin.write((json.dumps({"pieces": wire, "streams": streams}) + "\n").encode())
         await self.proc.stdin.drain()
         while True:
             event = await self._event()
@@ -198,12 +198,14 @@ async def _work() -> None:
         line = await loop.run_in_executor(None, sys.stdin.readline)
         if not line:
             return
-        wire = json.loads(line)["pieces"]
+        request = json.loads(line)
+        wire = request["pieces"]
         pieces = deque(
             Piece(i, w["p"], w["d"], w["o"], w["e"], w["s"], False) for i, w in enumerate(wire)
         )
         hooks = _Report()
-        await _run_all([StreamWorker(src, dst, pieces, hooks).run() for _ in range(len(wire))])
+        count = max(1, min(len(wire), request["streams"]))
+        await _run_all([StreamWorker(src, dst, pieces, hooks).run() for _ in range(count)])
     _emit({"e": "end"})
 
 

@@ -69,10 +69,13 @@ if TYPE_CHECKING:
     from dflash_tui.remote.pool import HostPool
 
 
-# A file of at least SPLIT_MIN_BYTES left to send moves in up to `streams`
-# pieces of at least SPLIT_PIECE_BYTES at once.
+# A file of at least SPLIT_MIN_BYTES left to send moves in stripes of about
+# SPLIT_PIECE_BYTES (on range boundaries), handed out in file order to up to
+# `streams` streams at once: its landed prefix grows steadily, so the
+# destination's sha256 can follow it (instead of reading most of it back after
+# the last byte, as with one long piece per stream).
 SPLIT_MIN_BYTES = 256 << 20
-SPLIT_PIECE_BYTES = 128 << 20
+SPLIT_PIECE_BYTES = 64 << 20
 # A split file's destination sha256 follows its landed prefix in steps of this much.
 HASH_STEP_BYTES = 32 << 20
 
@@ -426,9 +429,7 @@ class HostRelay:
 
     def _split_pieces(self, tree: SourceTree) -> int:
         return sum(
-            max(1, min(self.options.streams, f.size // SPLIT_PIECE_BYTES))
-            for f in tree.files
-            if f.size >= SPLIT_MIN_BYTES
+            max(1, -(-f.size // SPLIT_PIECE_BYTES)) for f in tree.files if f.size >= SPLIT_MIN_BYTES
         )
 
     async def _move_small(self, jobs: list[Job]) -> None:
@@ -674,7 +675,9 @@ class HostRelay:
             return [], queue
         rest = deque(p for p in queue if not (isinstance(p.key, Job) and p.key.split))
         shares = [split[i :: len(started)] for i in range(len(started))]
-        return [w.run(share, self) for w, share in zip(started, shares, strict=True) if share], rest
+        each = max(1, -(-self.options.streams // len(started)))
+        runs = [w.run(share, self, each) for w, share in zip(started, shares, strict=True) if share]
+        return runs, rest
 
     def _pieces(self, job: Job) -> list[Piece]:
         """What is left of `job`: runs of missing ranges, each from where it landed before.
@@ -711,15 +714,14 @@ class HostRelay:
         return pieces
 
     def _split(self, start: int, end: int) -> list[list[int]]:
-        """[start, end) in up to `streams` pieces of at least SPLIT_PIECE_BYTES, on range
-        boundaries, for workers to move at once (one stream is bound by its round trips)."""
-        count = max(1, min(self.options.streams, (end - start) // SPLIT_PIECE_BYTES))
-        step = -(-(end - start) // count)
+        """[start, end) in stripes of about SPLIT_PIECE_BYTES, cut on range boundaries, in
+        file order, for several streams to move at once (one is bound by its round trips)."""
+        step = max(self.range_bytes, SPLIT_PIECE_BYTES // self.range_bytes * self.range_bytes)
         cuts = [start]
-        for i in range(1, count):
-            cut = -(-(start + i * step) // self.range_bytes) * self.range_bytes
-            if cuts[-1] < cut < end:
-                cuts.append(cut)
+        cut = -(-(start + 1) // step) * step
+        while cut < end:
+            cuts.append(cut)
+            cut += step
         cuts.append(end)
         return [[a, b] for a, b in itertools.pairwise(cuts)]
 
