@@ -126,5 +126,6 @@ def test_the_relay_command_parses_without_the_engine_asyncssh_or_textual() -> No
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
-    for heavy in ("asyncssh", "textual", "torch", "cryptography", "dflash_tui.transfer.relay"):
+    heavy_modules = ("asyncssh", "asyncio", "textual", "torch", "cryptography")
+    for heavy in (*heavy_modules, "dflash_tui.transfer.relay"):
         assert heavy not in loaded, heavy

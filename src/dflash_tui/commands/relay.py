@@ -8,7 +8,6 @@ lines otherwise, and JSON lines (one event per line) with `--json`.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import time
@@ -130,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
     )
     printer = _Printer(sys.stdout, json_lines=args.json)
     try:
+        import asyncio  # only to run one (not for --help or --list)
+
         return asyncio.run(_relay(config, args, options, printer))
     finally:
         printer.close()
