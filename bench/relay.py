@@ -293,9 +293,11 @@ def main() -> None:
         "alternating with the rest",
     )
     parser.add_argument(
-        "--no-workers-too",
-        action="store_true",
-        help="--netns: also time `relay --no-workers` (large files' pieces in one process)",
+        "--workers-too",
+        choices=("on", "off"),
+        default=None,
+        help="--netns: also time `relay --workers on|off` (large files' pieces through "
+        "worker processes, or all in one process), for that lever",
     )
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument(
@@ -432,6 +434,7 @@ class NetnsBench:
         self.work = work
         self.streams = streams
         self.before_src = before_src
+        self.workers_too: str | None = None
         self.namespaces: list[Namespace] = []
         self.hosts: list[SshdHost] = []
         remove_stale_namespaces(NETNS_PREFIX)
@@ -500,8 +503,8 @@ class NetnsBench:
         return self.dst_dir / f"copy{self.run_no}"
 
     def relay_inproc(self, src: Path) -> tuple[float, Path, dict[str, float]]:
-        """The relay with every piece in its own process (--no-workers), for the lever."""
-        return self.relay(src, extra=["--no-workers"])
+        """The relay with --workers on|off (--workers-too), for that lever."""
+        return self.relay(src, extra=["--workers", self.workers_too or "auto"])
 
     def relay_before(self, src: Path) -> tuple[float, Path, dict[str, float]]:
         """The relay from another source tree (--before-src), for before/after side by side."""
@@ -597,7 +600,7 @@ def _trace(stderr: str) -> dict[str, float]:
 
 NETNS_METHODS = {
     "relay": "dflash-tui relay (sha256 both ends)",
-    "relay_inproc": "relay --no-workers",
+    "relay_inproc": "relay --workers (--workers-too)",
     "relay_before": "relay, --before-src tree",
     "scp3": "scp -3",
     "pipe": "ssh eval cat | ssh train 'cat >'",
@@ -626,6 +629,7 @@ def netns_main(args: argparse.Namespace) -> None:
         before = Path(args.before_src).resolve() if args.before_src else None
         slow = SLOW_PYTHON_S if args.slow_python else 0.0
         bench = NetnsBench(work, args.streams, before, args.host_python, slow)
+        bench.workers_too = args.workers_too
         python_line = bench.host_python()
         print(f"hosts' python3: {python_line}", flush=True)
         sources: dict[str, tuple[Path, object]] = {}
@@ -644,7 +648,7 @@ def netns_main(args: argparse.Namespace) -> None:
                 src, want = sources[item]
                 methods = ["relay", "scp3"] + ([] if item == TREE else ["pipe"])
                 methods += ["relay_before"] if args.before_src else []
-                methods += ["relay_inproc"] if args.no_workers_too and item != TREE else []
+                methods += ["relay_inproc"] if args.workers_too and item != TREE else []
                 shift = rnd % len(methods)  # alternate who goes first
                 for name in methods[shift:] + methods[:shift]:
                     elapsed, dst, phases = getattr(bench, name)(src)
@@ -672,7 +676,7 @@ def netns_main(args: argparse.Namespace) -> None:
     print(f"{args.rounds} round(s), {os.cpu_count()} CPUs, medians")
     print(
         "| item | relay s | scp -3 s | pipe s | relay / scp -3 | relay / pipe | before s "
-        "| --no-workers s |"
+        f"| --workers {args.workers_too} s |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for item in items:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import os
 from pathlib import Path
 
 from dflash_tui.transfer import RelayOptions, relay
@@ -49,7 +50,7 @@ async def test_a_large_file_moves_through_worker_processes(
     sha = random_file(a.home / "big.bin", SIZE)
     random_file(a.home / "dir" / "small.json", 700)
     (a.home / "dir" / "big.bin").hardlink_to(a.home / "big.bin")
-    options = RelayOptions(range_bytes=4 * MIB, streams=3, retries=0)
+    options = RelayOptions(range_bytes=4 * MIB, streams=3, retries=0, worker_processes=True)
     async with relay_env(config) as (pool, conn):
         result = await relay(pool, conn, f"a:{a.home}/dir", f"b:{b.home}/", options=options)
     assert runs and sum(n for _, n in runs) == 6, runs  # 40 MiB in stripes of 8 MiB
@@ -87,7 +88,7 @@ async def test_a_worker_that_cannot_read_the_config_leaves_its_pieces_here(
     a, b = sshd_factory("a"), sshd_factory("b")
     config = write_config({"a": a, "b": b})
     sha = random_file(a.home / "big.bin", SIZE)
-    options = RelayOptions(range_bytes=4 * MIB, streams=3, retries=0)
+    options = RelayOptions(range_bytes=4 * MIB, streams=3, retries=0, worker_processes=True)
     async with relay_env(config) as (pool, conn):
         config.write_text("this is not toml [")
         result = await relay(
@@ -127,7 +128,7 @@ async def test_a_split_file_is_hashed_at_the_destination_as_its_pieces_land(
     assert _sha(b.home / "big.bin") == sha and not part_files(b.home)
 
 
-async def test_the_cli_moves_pieces_in_workers_unless_told_no_workers(
+async def test_the_cli_moves_pieces_through_workers_as_told(
     sshd_factory, write_config, monkeypatch, capsys
 ) -> None:
     from tests.transfer.test_cli import run_main
@@ -137,7 +138,8 @@ async def test_the_cli_moves_pieces_in_workers_unless_told_no_workers(
     a, b = sshd_factory("a"), sshd_factory("b")
     config = write_config({"a": a, "b": b})
     sha = random_file(a.home / "big.bin", SIZE)
-    for flag, used in (("--no-workers", False), ("--streams=3", True)):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # auto: off on 2 cores
+    for flag, used in (("--workers=off", False), ("--workers=on", True), ("--streams=3", False)):
         runs.clear()
         dst = b.home / f"copy{used}.bin"
         code, _out, err = await asyncio.to_thread(
@@ -147,3 +149,36 @@ async def test_the_cli_moves_pieces_in_workers_unless_told_no_workers(
         assert code == 0, err
         assert bool(runs) is used, (flag, runs)
         assert _sha(dst) == sha
+
+
+async def test_a_drop_under_worker_processes_is_retried_and_resends_little(
+    sshd_factory, write_config, monkeypatch
+) -> None:
+    """Every connection to the source (the workers' too) is cut mid-way: the relay retries,
+    resumes each stripe from where it landed and ends verified."""
+    from dflash_tui.transfer import Retrying
+    from tests.transfer.test_resume import RANGE, _killer
+
+    _small_split(monkeypatch)
+    runs = _record_runs(monkeypatch)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    size = 48 * MIB
+    sha = random_file(a.home / "big.bin", size)
+    events: list = []  # type: ignore[type-arg]
+    on_event, killed = _killer(a, events, size // 3)
+    options = RelayOptions(
+        range_bytes=RANGE, streams=3, retries=5, backoff_base_s=0.1, progress_interval_s=0,
+        worker_processes=True,
+    )  # fmt: skip
+    async with relay_env(config) as (pool, conn):
+        result = await relay(
+            pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin",
+            options=options, on_event=on_event,
+        )  # fmt: skip
+    assert runs and killed and any(isinstance(e, Retrying) for e in events)
+    assert (
+        _sha(b.home / "big.bin") == sha == result.files[0].sha256_src == result.files[0].sha256_dst
+    )
+    assert result.bytes_sent - size < 2 * RANGE, result.bytes_sent - size
+    assert not part_files(b.home)

@@ -93,10 +93,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="size of the verified, resumable ranges (default %(default)s MiB)",
     )
     p.add_argument(
-        "--no-workers",
-        action="store_true",
-        help="move the pieces of large files in this process, not in worker processes "
-        "(each with its own connections) that spread the encryption over the cores",
+        "--workers",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="move the pieces of large files through worker processes, each with its own "
+        "connections, to spread the encryption over the cores (auto: where this machine "
+        "has 4 cores or more; default %(default)s)",
     )
     p.add_argument("--json", action="store_true", help="print JSON lines (one event per line)")
     p.add_argument("--list", action="store_true", help="list transfers in the local state")
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         retries=args.retries,
         streams=args.streams,
         range_bytes=args.range_mib << 20,
-        worker_processes=not args.no_workers,
+        worker_processes={"auto": None, "on": True, "off": False}[args.workers],
     )
     printer = _Printer(sys.stdout, json_lines=args.json)
     try:

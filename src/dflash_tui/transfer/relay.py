@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 # the last byte, as with one long piece per stream).
 SPLIT_MIN_BYTES = 256 << 20
 SPLIT_PIECE_BYTES = 64 << 20
+# Worker processes for split files by default only from this many cores up.
+WORKERS_MIN_CORES = 4
 # A split file's destination sha256 follows its landed prefix in steps of this much.
 HASH_STEP_BYTES = 32 << 20
 
@@ -418,7 +420,7 @@ class HostRelay:
         machine, split in pieces, with the config on disk for the workers to read."""
         return (
             self.use_streams
-            and self.options.worker_processes
+            and _workers_wanted(self.options.worker_processes)
             and self.options.streams > 1
             and self.src.host is not None
             and self.dst.host is not None
@@ -1060,6 +1062,13 @@ def _local_hashes(path: str, ranges: list[Range]) -> list[str | None]:
     if not os.path.exists(path):
         return [None] * len(ranges)
     return [sha256_local_range(path, r) for r in ranges]
+
+
+def _workers_wanted(setting: bool | None) -> bool:
+    """RelayOptions.worker_processes, with None (auto) decided by this machine's cores."""
+    if setting is None:
+        return (os.cpu_count() or 1) >= WORKERS_MIN_CORES
+    return setting
 
 
 async def _run_all(coros: list) -> None:  # type: ignore[type-arg]
