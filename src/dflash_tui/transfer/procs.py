@@ -178,9 +178,8 @@ class _Report:
 async def _work() -> None:
     from dflash_tui.core.config import load_config
     from dflash_tui.remote.pool import HostPool
-    from dflash_tui.transfer.relay import _run_all
     from dflash_tui.transfer.sides import RemoteSide
-    from dflash_tui.transfer.streams import StreamWorker
+    from dflash_tui.transfer.streams import StreamWorker, run_all
 
     loop = asyncio.get_running_loop()
     setup = json.loads(await loop.run_in_executor(None, sys.stdin.readline))
@@ -205,7 +204,7 @@ async def _work() -> None:
         )
         hooks = _Report()
         count = max(1, min(len(wire), request["streams"]))
-        await _run_all([StreamWorker(src, dst, pieces, hooks).run() for _ in range(count)])
+        await run_all([StreamWorker(src, dst, pieces, hooks).run() for _ in range(count)])
     _emit({"e": "end"})
 
 

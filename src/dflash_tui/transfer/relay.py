@@ -56,7 +56,14 @@ from dflash_tui.transfer.retry import retry_on_drop
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import LocalSide, Side, make_side
 from dflash_tui.transfer.store import TransferRecord, TransferStore
-from dflash_tui.transfer.streams import PartTooShort, Piece, PythonMissing, Rename, StreamWorker
+from dflash_tui.transfer.streams import (
+    PartTooShort,
+    Piece,
+    PythonMissing,
+    Rename,
+    StreamWorker,
+)
+from dflash_tui.transfer.streams import run_all as _run_all
 from dflash_tui.transfer.verify import (
     Range,
     parse_hash_line,
@@ -1069,16 +1076,3 @@ def _workers_wanted(setting: bool | None) -> bool:
     if setting is None:
         return (os.cpu_count() or 1) >= WORKERS_MIN_CORES
     return setting
-
-
-async def _run_all(coros: list) -> None:  # type: ignore[type-arg]
-    """Run coroutines together; the first failure cancels the rest and is raised."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in done:
-            exc = task.exception()
-            if exc is not None:
-                raise exc
-    finally:
-        await cancel_and_wait(tasks)  # type: ignore[arg-type]
