@@ -810,10 +810,13 @@ class HostRelay:
                 dst_call = hasher.result()
             else:
                 await hasher.close()
-        src_sha, dst_sha = await asyncio.gather(
-            early if early is not None else self._hash(self.src_side, job.src_path),
-            dst_call,
+        src_call = asyncio.ensure_future(
+            early if early is not None else self._hash(self.src_side, job.src_path)
         )
+        dst_future = asyncio.ensure_future(dst_call)
+        src_call.add_done_callback(lambda _: trace.mark("src_hashed"))
+        dst_future.add_done_callback(lambda _: trace.mark("dst_hashed"))
+        src_sha, dst_sha = await asyncio.gather(src_call, dst_future)
         local_sha = await self._local_sha(job)
         if src_sha != dst_sha or local_sha not in (None, src_sha):
             good = await self._matching_ranges(job, job.ranges)
