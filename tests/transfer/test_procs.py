@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from dflash_tui.transfer import RelayOptions, relay
-from dflash_tui.transfer import procs as procs_module
+from dflash_tui.transfer.hosts import procs as procs_module
 from tests.transfer.conftest import part_files, random_file, relay_env
 
 MIB = 1 << 20
@@ -22,7 +22,7 @@ def _sha(path: Path) -> str:
 
 
 def _small_split(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    engine = importlib.import_module("dflash_tui.transfer.relay")
+    engine = importlib.import_module("dflash_tui.transfer.hosts.relay")
     monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16 * MIB)
     monkeypatch.setattr(engine, "SPLIT_PIECE_BYTES", 8 * MIB)
 
@@ -105,7 +105,7 @@ async def test_a_split_file_is_hashed_at_the_destination_as_its_pieces_land(
     """The destination's sha256 follows the landed prefix (HASH_FOLLOW), so the part is
     not read back whole after the last piece; the two ends still agree."""
     _small_split(monkeypatch)
-    engine = importlib.import_module("dflash_tui.transfer.relay")
+    engine = importlib.import_module("dflash_tui.transfer.hosts.relay")
     monkeypatch.setattr(engine, "HASH_STEP_BYTES", 4 * MIB)
     whole_hashes: list[tuple[str, str]] = []
     real_hash = engine.HostRelay._hash

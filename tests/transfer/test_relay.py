@@ -222,7 +222,7 @@ async def test_remote_path_completion_is_bounded_and_literal(two_hosts) -> None:
 
 async def test_hosts_without_python3_fall_back_to_the_range_scripts(two_hosts, monkeypatch) -> None:
     """The streams need python3; where a host has none, the relay still completes."""
-    from dflash_tui.transfer import small, streams
+    from dflash_tui.transfer.hosts import small, streams
 
     no_python = 'echo "dflash: python3 not found" >&2; exit 127\n'
     monkeypatch.setattr(small, "MAX_FILE_BYTES", 0)  # not the small path (it needs none)

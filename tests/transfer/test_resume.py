@@ -164,7 +164,7 @@ def _corrupt_once(marker: Path) -> str:
 async def test_corruption_on_the_way_is_caught_and_only_the_bad_range_is_resent(
     sshd_factory, write_config, monkeypatch
 ) -> None:
-    from dflash_tui.transfer import streams
+    from dflash_tui.transfer.hosts import streams
 
     a, b = sshd_factory("a"), sshd_factory("b")
     monkeypatch.setattr(streams, "DST_STREAM", _corrupt_once(b.home / "w.bin.part.corrupted"))
@@ -186,7 +186,7 @@ async def test_a_large_file_moves_in_pieces_at_once_and_survives_a_drop(
 ) -> None:
     """Above SPLIT_MIN_BYTES a file goes in stripes over several streams, hashed whole
     beside them; a drop mid-way resends only what was in flight."""
-    engine = importlib.import_module("dflash_tui.transfer.relay")
+    engine = importlib.import_module("dflash_tui.transfer.hosts.relay")
     monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16 * MIB)
     monkeypatch.setattr(engine, "SPLIT_PIECE_BYTES", 8 * MIB)
     started: list[int] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.transfer import RelayOptions, TransferError, relay
-from dflash_tui.transfer import small as small_path
+from dflash_tui.transfer.hosts import small as small_path
 from dflash_tui.transfer.plan import inspect_paths
 from dflash_tui.transfer.sides import RemoteSide
 from tests.transfer.conftest import part_files, random_file, relay_env, tree_digest
@@ -127,5 +127,5 @@ def test_the_relay_command_parses_without_the_engine_asyncssh_or_textual() -> No
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
     heavy_modules = ("asyncssh", "asyncio", "textual", "torch", "cryptography")
-    for heavy in (*heavy_modules, "dflash_tui.transfer.relay"):
+    for heavy in (*heavy_modules, "dflash_tui.transfer.hosts.relay"):
         assert heavy not in loaded, heavy

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def run(args: argparse.Namespace) -> int:
     from dflash_tui.checkpoints import best_copy
     from dflash_tui.transfer import EndpointError, TransferError, open_transfer_state
-    from dflash_tui.transfer.hub import HubError, fetch, hub_token
+    from dflash_tui.transfer.hub.fetch import HubError, fetch, hub_token
 
     config = load_config(args.config)
     tty = sys.stdout.isatty()

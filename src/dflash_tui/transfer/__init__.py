@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from dflash_tui.transfer.completion import PathCompletion, complete_path
-    from dflash_tui.transfer.direct import DirectCheck, check_direct
     from dflash_tui.transfer.dispatch import relay, resume_transfer
     from dflash_tui.transfer.endpoints import Endpoint, EndpointError, parse_endpoint
     from dflash_tui.transfer.errors import ConnectionLost, TransferError
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
         TransferFinished,
         TransferStarted,
     )
+    from dflash_tui.transfer.hosts.direct import DirectCheck, check_direct
     from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
     from dflash_tui.transfer.store import SCHEMA, TransferRecord, list_transfers
 
@@ -46,8 +46,8 @@ if TYPE_CHECKING:
 _WHERE = {
     "PathCompletion": "completion",
     "complete_path": "completion",
-    "DirectCheck": "direct",
-    "check_direct": "direct",
+    "DirectCheck": "hosts.direct",
+    "check_direct": "hosts.direct",
     "relay": "dispatch",
     "resume_transfer": "dispatch",
     "Endpoint": "endpoints",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.events import TransferEvent
-from dflash_tui.transfer.relay import HostRelay
+from dflash_tui.transfer.hosts.relay import HostRelay
 from dflash_tui.transfer.results import RelayOptions, TransferResult
 from dflash_tui.transfer.store import TransferStore
 

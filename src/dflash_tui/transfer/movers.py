@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dflash_tui.transfer import direct as direct_mode
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
+from dflash_tui.transfer.hosts import direct as direct_mode
 from dflash_tui.transfer.plan import describe_failure
 from dflash_tui.transfer.scripts import DIRECT_RANGE, DST_RANGE, SRC_RANGE, argv
 from dflash_tui.transfer.sides import Output, Side, SideStream

@@ -25,7 +25,7 @@ class RelayOptions:
     backoff_cap_s: float = 30.0
     progress_interval_s: float = 0.1
     # Large files' pieces through worker processes, each with its own connections
-    # (transfer/procs.py): the SSH crypto of both legs spread over the cores. None:
+    # (transfer/hosts/procs.py): the SSH crypto of both legs spread over the cores. None:
     # where this machine has WORKERS_MIN_CORES or more (on 2 cores shared with both
     # hosts' sshd they cost more than they bring: docs/benchmarks.md, issue 26).
     worker_processes: bool | None = None

@@ -1,7 +1,10 @@
-"""The retry loop every transfer shares: run attempts until one finishes, backing off when a link drops.
+"""The attempt lifecycle every transfer shares (host relays and store transfers alike).
 
-Host relays and store transfers resume from what they recorded, so a dropped link is
-another attempt, not a failure, until `options.retries` is spent.
+Run attempts until one finishes, backing off when a link drops: both engines resume
+from what they recorded, so a dropped link is another attempt, not a failure, until
+`options.retries` is spent. Then record how it ended, in the state database and as
+one event: done (`record_done`), or failed or interrupted with the hint to resume
+(`record_failure`).
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
-from dflash_tui.transfer.events import Retrying, TransferEvent
+from dflash_tui.transfer.events import Retrying, TransferEvent, TransferFailed, TransferFinished
 
 if TYPE_CHECKING:
     from dflash_tui.transfer.results import RelayOptions
+    from dflash_tui.transfer.store import TransferStore
 
 
 async def retry_on_drop(
@@ -50,3 +54,53 @@ async def retry_on_drop(
             ) * random.uniform(0.8, 1.0)
             sink(Retrying(transfer_id, tries, options.retries, delay, exc.message, bytes_sent()))
             await asyncio.sleep(delay)
+
+
+def resume_hint(transfer_id: str, resumable: bool) -> str:
+    """What to run to continue an interrupted transfer ("" when it cannot be resumed)."""
+    if not resumable:
+        return ""
+    return (
+        f"run the same command again (or `dflash-tui relay --resume {transfer_id}`) "
+        "to continue from what is already there"
+    )
+
+
+def record_failure(
+    store: TransferStore,
+    sink: Callable[[TransferEvent], None],
+    transfer_id: str,
+    exc: TransferError,
+) -> None:
+    """The transfer ended with `exc`: its row says failed (or interrupted, when
+    `exc.resumable`), one TransferFailed event goes out, and `exc` carries the
+    transfer's id and the resume hint for whoever prints it."""
+    hint = resume_hint(transfer_id, exc.resumable)
+    store.finish(
+        transfer_id,
+        "interrupted" if exc.resumable else "failed",
+        error=exc.message,
+        error_kind=exc.kind,
+        resumable=exc.resumable,
+    )
+    sink(TransferFailed(transfer_id, exc.message, exc.kind, exc.resumable, hint))
+    exc.transfer_id = transfer_id  # type: ignore[attr-defined]
+    exc.hint = hint  # type: ignore[attr-defined]
+
+
+def record_done(
+    store: TransferStore,
+    sink: Callable[[TransferEvent], None],
+    transfer_id: str,
+    *,
+    files: int,
+    bytes_total: int,
+    bytes_sent: int,
+    elapsed_s: float,
+) -> None:
+    """The transfer finished: its row says done with every byte, and one
+    TransferFinished event goes out (with the mean rate of the bytes sent)."""
+    store.set_done_bytes(transfer_id, bytes_total)
+    store.finish(transfer_id, "done")
+    rate = bytes_sent / elapsed_s if elapsed_s > 0 else 0.0
+    sink(TransferFinished(transfer_id, files, bytes_total, bytes_sent, elapsed_s, rate))

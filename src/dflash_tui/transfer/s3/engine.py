@@ -24,12 +24,10 @@ from dflash_tui.transfer.events import (
     FileVerified,
     ProgressTracker,
     TransferEvent,
-    TransferFailed,
-    TransferFinished,
     TransferStarted,
 )
 from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
-from dflash_tui.transfer.retry import retry_on_drop
+from dflash_tui.transfer.retry import record_done, record_failure, retry_on_drop
 from dflash_tui.transfer.s3.client import S3Store
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.state import UploadState
@@ -117,15 +115,11 @@ class StoreTransfer:
             self.client.close()
         await self._stop()
         elapsed = time.monotonic() - self.started
-        self.transfers.set_done_bytes(self.transfer_id, self.bytes_total)
-        self.transfers.finish(self.transfer_id, "done")
         files = [self.results[label] for label in self.order if label in self.results]
-        rate = self.bytes_sent / elapsed if elapsed > 0 else 0.0
-        self.sink(
-            TransferFinished(
-                self.transfer_id, len(files), self.bytes_total, self.bytes_sent, elapsed, rate
-            )
-        )
+        record_done(
+            self.transfers, self.sink, self.transfer_id, files=len(files),
+            bytes_total=self.bytes_total, bytes_sent=self.bytes_sent, elapsed_s=elapsed,
+        )  # fmt: skip
         return TransferResult(
             self.transfer_id, str(self.src), self.dst_label, MODE, files, self.bytes_total,
             self.bytes_sent, elapsed, self.resumed,
@@ -149,22 +143,7 @@ class StoreTransfer:
                 await self._cleanup()
             except TransferError:
                 pass
-        hint = (
-            f"run the same command again (or `dflash-tui relay --resume {self.transfer_id}`) "
-            "to continue from what is already there"
-            if exc.resumable
-            else ""
-        )
-        self.transfers.finish(
-            self.transfer_id,
-            "interrupted" if exc.resumable else "failed",
-            error=exc.message,
-            error_kind=exc.kind,
-            resumable=exc.resumable,
-        )
-        self.sink(TransferFailed(self.transfer_id, exc.message, exc.kind, exc.resumable, hint))
-        exc.transfer_id = self.transfer_id  # type: ignore[attr-defined]
-        exc.hint = hint  # type: ignore[attr-defined]
+        record_failure(self.transfers, self.sink, self.transfer_id, exc)
 
     # ------------------------------------------------------------------ for subclasses
 

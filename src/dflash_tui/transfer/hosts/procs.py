@@ -3,7 +3,7 @@
 In one process every byte of a relay is decrypted (from the source's
 connection) and encrypted again (for the destination's) by one Python thread:
 a large file is bound by that one core while the others idle. Here each worker
-is its own process (`python -m dflash_tui.transfer.procs`) with its own pair
+is its own process (`python -m dflash_tui.transfer.hosts.procs`) with its own pair
 of connections, opened by the pool's code from the same config (the same host
 keys, identities and jump hosts), and runs the same StreamWorker on the pieces
 it is given. The engine stays in the parent: it hears, as JSON lines, what each
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
-from dflash_tui.transfer.streams import Piece, Rename, StreamHooks
+from dflash_tui.transfer.hosts.streams import Piece, Rename, StreamHooks
 
 if TYPE_CHECKING:
     from dflash_tui.remote.pool import HostPool
@@ -55,7 +55,7 @@ class ProcWorker:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "dflash_tui.transfer.procs",
+            "dflash_tui.transfer.hosts.procs",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -178,8 +178,8 @@ class _Report:
 async def _work() -> None:
     from dflash_tui.core.config import load_config
     from dflash_tui.remote.pool import HostPool
+    from dflash_tui.transfer.hosts.streams import StreamWorker, run_all
     from dflash_tui.transfer.sides import RemoteSide
-    from dflash_tui.transfer.streams import StreamWorker, run_all
 
     loop = asyncio.get_running_loop()
     setup = json.loads(await loop.run_in_executor(None, sys.stdin.readline))

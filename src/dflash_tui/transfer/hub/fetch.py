@@ -26,7 +26,7 @@ from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.events import TransferEvent
-from dflash_tui.transfer.hub_script import SCRIPT
+from dflash_tui.transfer.hub.script import SCRIPT
 
 HUB = "https://huggingface.co"
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")

@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from dflash_tui.core.tasks import cancel_and_wait
 from dflash_tui.transfer import destination, trace
-from dflash_tui.transfer import direct as direct_mode
-from dflash_tui.transfer import small as small_path
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import (
@@ -35,11 +33,20 @@ from dflash_tui.transfer.events import (
     FileVerified,
     ProgressTracker,
     TransferEvent,
-    TransferFailed,
-    TransferFinished,
     TransferStarted,
 )
 from dflash_tui.transfer.hashing import PrefixHasher, complete_prefix
+from dflash_tui.transfer.hosts import direct as direct_mode
+from dflash_tui.transfer.hosts import small as small_path
+from dflash_tui.transfer.hosts.procs import ProcWorker, worker_count
+from dflash_tui.transfer.hosts.streams import (
+    PartTooShort,
+    Piece,
+    PythonMissing,
+    Rename,
+    StreamWorker,
+)
+from dflash_tui.transfer.hosts.streams import run_all as _run_all
 from dflash_tui.transfer.movers import RangeMover, RangeTask
 from dflash_tui.transfer.plan import (
     SourceFile,
@@ -50,20 +57,11 @@ from dflash_tui.transfer.plan import (
     resolve_destination,
     walk_source,
 )
-from dflash_tui.transfer.procs import ProcWorker, worker_count
 from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
-from dflash_tui.transfer.retry import retry_on_drop
+from dflash_tui.transfer.retry import record_done, record_failure, retry_on_drop
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import LocalSide, Side, make_side
 from dflash_tui.transfer.store import TransferRecord, TransferStore
-from dflash_tui.transfer.streams import (
-    PartTooShort,
-    Piece,
-    PythonMissing,
-    Rename,
-    StreamWorker,
-)
-from dflash_tui.transfer.streams import run_all as _run_all
 from dflash_tui.transfer.verify import (
     Range,
     parse_hash_line,
@@ -206,13 +204,11 @@ class HostRelay:
         await self._stop()
         elapsed = time.monotonic() - self.started
         total = sum(j.file.size for j in self.jobs)
-        self.store.set_done_bytes(self.transfer_id, total)
-        self.store.finish(self.transfer_id, "done")
         files = [self.results[j.label] for j in self.jobs if j.label in self.results]
-        rate = self.bytes_sent / elapsed if elapsed > 0 else 0.0
-        self.sink(
-            TransferFinished(self.transfer_id, len(files), total, self.bytes_sent, elapsed, rate)
-        )
+        record_done(
+            self.store, self.sink, self.transfer_id,
+            files=len(files), bytes_total=total, bytes_sent=self.bytes_sent, elapsed_s=elapsed,
+        )  # fmt: skip
         return TransferResult(
             self.transfer_id,
             str(self.src),
@@ -253,22 +249,7 @@ class HostRelay:
         exc.resumable = resumable
         if not resumable:
             await self._remove_parts()
-        hint = (
-            f"run the same command again (or `dflash-tui relay --resume {self.transfer_id}`) "
-            "to continue from what is already there"
-            if resumable
-            else ""
-        )
-        self.store.finish(
-            self.transfer_id,
-            "interrupted" if resumable else "failed",
-            error=exc.message,
-            error_kind=exc.kind,
-            resumable=resumable,
-        )
-        self.sink(TransferFailed(self.transfer_id, exc.message, exc.kind, resumable, hint))
-        exc.transfer_id = self.transfer_id  # type: ignore[attr-defined]
-        exc.hint = hint  # type: ignore[attr-defined]
+        record_failure(self.store, self.sink, self.transfer_id, exc)
 
     def _has_recorded(self) -> bool:
         return any(
