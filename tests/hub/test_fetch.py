@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.checkpoints import best_copy
-from dflash_tui.transfer.hub import HubError, fetch
+from dflash_tui.transfer.hub.fetch import HubError, fetch
 from tests.hub.fakehub import COMMIT, FakeHub, Repo
 from tests.transfer.conftest import relay_env
 
