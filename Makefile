@@ -44,12 +44,13 @@ lock:
 demo: $(STAMP_BASE)
 	$(BIN)/dflash-tui demo --dir .demo --port-base 2221
 
-## make test: create .venv with the dev and eval extras, install system test deps, run everything.
+## make test: create .venv with the dev and eval extras, install system test deps, run everything
+## (the suite on both cores, each test file in one worker: pytest-xdist, --dist loadfile).
 test: $(STAMP_DEV) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 # sshd and tmux, and the Slurm test bed (slurmctld, slurmd, munge, slurmdbd + MariaDB
 # for sacct); installed only where missing. The tests start their own daemons on

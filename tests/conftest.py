@@ -16,11 +16,15 @@ from tests.testbed import SSHD, ClientKey, SshdHost, hosts_toml, sshd_host_entry
 def isolated_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
-    """Every test gets its own HOME and no inherited config or ssh-agent."""
+    """Every test gets its own HOME and no inherited config, ssh-agent or terminal size.
+
+    The CLI fits its tables to $COLUMNS: a width left in the environment by whatever ran
+    the tests (a terminal, a pytest-xdist worker) would change what a test reads, so a
+    test that wants a width sets it."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("DFLASH_TUI_CONFIG", raising=False)
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    for name in ("DFLASH_TUI_CONFIG", "SSH_AUTH_SOCK", "COLUMNS", "LINES"):
+        monkeypatch.delenv(name, raising=False)
     return home
 
 
