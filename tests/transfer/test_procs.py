@@ -166,7 +166,10 @@ async def test_a_drop_under_worker_processes_is_retried_and_resends_little(
     size = 48 * MIB
     sha = random_file(a.home / "big.bin", size)
     events: list = []  # type: ignore[type-arg]
-    on_event, killed = _killer(a, events, size // 3)
+    # at the first progress the workers report: they read the source ahead of what they
+    # report (their own processes, the SSH windows), so a later cut can land after the
+    # last byte was read and need no retry
+    on_event, killed = _killer(a, events, 1)
     options = RelayOptions(
         range_bytes=RANGE, streams=3, retries=5, backoff_base_s=0.1, progress_interval_s=0,
         worker_processes=True,
@@ -180,5 +183,6 @@ async def test_a_drop_under_worker_processes_is_retried_and_resends_little(
     assert (
         _sha(b.home / "big.bin") == sha == result.files[0].sha256_src == result.files[0].sha256_dst
     )
-    assert result.bytes_sent - size < 2 * RANGE, result.bytes_sent - size
+    # in flight at the drop: at most one unfinished range per stream, each resent whole
+    assert result.bytes_sent - size < options.streams * RANGE, result.bytes_sent - size
     assert not part_files(b.home)

@@ -215,5 +215,6 @@ async def test_a_large_file_moves_in_pieces_at_once_and_survives_a_drop(
     assert killed and any(isinstance(e, Retrying) for e in events)
     assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_src
     assert result.files[0].sha256_dst == sha
-    assert result.bytes_sent - SIZE < RANGE, result.bytes_sent - SIZE
+    # in flight at the drop: at most one unfinished range per stream, each resent whole
+    assert result.bytes_sent - SIZE < options.streams * RANGE, result.bytes_sent - SIZE
     assert not part_files(b.home)
