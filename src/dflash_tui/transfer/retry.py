@@ -88,6 +88,11 @@ def record_failure(
     exc.hint = hint  # type: ignore[attr-defined]
 
 
+def record_stopped(store: TransferStore, transfer_id: str) -> None:
+    """The transfer was cancelled or killed: what is recorded stays, to resume later."""
+    store.finish(transfer_id, "interrupted", error="stopped", error_kind="stopped", resumable=True)
+
+
 def record_done(
     store: TransferStore,
     sink: Callable[[TransferEvent], None],

@@ -58,7 +58,12 @@ from dflash_tui.transfer.plan import (
     walk_source,
 )
 from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
-from dflash_tui.transfer.retry import record_done, record_failure, retry_on_drop
+from dflash_tui.transfer.retry import (
+    record_done,
+    record_failure,
+    record_stopped,
+    retry_on_drop,
+)
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import LocalSide, Side, make_side
 from dflash_tui.transfer.store import TransferRecord, TransferStore
@@ -193,13 +198,7 @@ class HostRelay:
         except BaseException:
             # Cancelled or killed: what is recorded stays; resume later.
             await self._stop()
-            self.store.finish(
-                self.transfer_id,
-                "interrupted",
-                error="stopped",
-                error_kind="stopped",
-                resumable=True,
-            )
+            record_stopped(self.store, self.transfer_id)
             raise
         await self._stop()
         elapsed = time.monotonic() - self.started

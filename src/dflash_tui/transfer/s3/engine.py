@@ -27,7 +27,12 @@ from dflash_tui.transfer.events import (
     TransferStarted,
 )
 from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
-from dflash_tui.transfer.retry import record_done, record_failure, retry_on_drop
+from dflash_tui.transfer.retry import (
+    record_done,
+    record_failure,
+    record_stopped,
+    retry_on_drop,
+)
 from dflash_tui.transfer.s3.client import S3Store
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.state import UploadState
@@ -106,10 +111,7 @@ class StoreTransfer:
             raise
         except BaseException:
             await self._stop()
-            self.transfers.finish(
-                self.transfer_id, "interrupted", error="stopped", error_kind="stopped",
-                resumable=True,
-            )  # fmt: skip
+            record_stopped(self.transfers, self.transfer_id)
             raise
         finally:
             self.client.close()
