@@ -254,11 +254,40 @@ class DemoCluster:
                 ) from None
         self.write_config()
         self._start_trainers()
+        await self._wait_for_trainer_logs()
         return self.config_path
+
+    async def _wait_for_trainer_logs(self, timeout_s: float = 120.0) -> None:
+        """Return once every trainer's log holds its history (each renames it into place
+        whole): the demo is a cluster that has been training for hours, so a console or
+        test that starts now must find that past, not watch it arrive as new lines."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        waiting = {run.name: proc for run, proc in zip(self.runs, self.trainers, strict=True)}
+        while waiting:
+            for name, proc in list(waiting.items()):
+                if self.log_path(name).exists():
+                    del waiting[name]
+                elif proc.poll() is not None:
+                    await self.stop()
+                    raise RuntimeError(
+                        f"demo trainer {name} exited with code {proc.returncode} before "
+                        f"writing {self.log_path(name)}"
+                    )
+            if waiting and loop.time() > deadline:
+                await self.stop()
+                raise RuntimeError(
+                    f"demo trainers {', '.join(sorted(waiting))} wrote no log within "
+                    f"{timeout_s:.0f} s"
+                )
+            if waiting:
+                await asyncio.sleep(0.05)
 
     def _start_trainers(self) -> None:
         script = self.container_root / "workspace" / TRAIN_SCRIPT
         for run in self.runs:
+            # A log left by an earlier demo in this folder would pass for the new history.
+            self.log_path(run.name).unlink(missing_ok=True)
             argv = [
                 sys.executable,
                 str(script),

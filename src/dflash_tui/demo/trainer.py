@@ -143,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
     now = time.time()
     step = 0
-    with open(args.log, "w", encoding="utf-8") as log:
+    # The history is written under a temporary name and renamed into place whole, its
+    # mtime already what the mode says: a tail that starts early sees no log, then all
+    # of it, never the backfill arriving line by line as if the run had just written it
+    # (a stalled run would then look alive for stall_after_s on a busy machine).
+    partial = f"{args.log}.partial-{os.getpid()}"
+    with open(partial, "w", encoding="utf-8") as log:
         log.write(f"Starting DFlash drafter training run {args.run}: block_size={BLOCK}\n")
         history_span_s = 6 * 3600.0
         stride = 10
@@ -152,23 +157,23 @@ def main(argv: list[str] | None = None) -> int:
             log.write(line_for(step, args.total_steps, when, rng))
             if step % 500 == 0:
                 log.write(positions_line(step, args.total_steps, rng))
-        log.flush()
-
         if args.mode == "dead":
             log.write("Traceback (most recent call last):\n")
             log.write('  File "train_dflash_pipeline.py", line 812, in train_step\n')
             log.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
-            log.flush()
-            past = now - 1800
-            os.utime(args.log, (past, past))
-            return 1
-        if args.mode == "stalled":
-            past = now - 900
-            os.utime(args.log, (past, past))
-            while parent_alive(args.parent_pid):
-                time.sleep(1.0)
-            return 0
+    quiet_for = {"dead": 1800, "stalled": 900}.get(args.mode)
+    if quiet_for is not None:
+        past = now - quiet_for
+        os.utime(partial, (past, past))
+    os.replace(partial, args.log)
+    if args.mode == "dead":
+        return 1
+    if args.mode == "stalled":
+        while parent_alive(args.parent_pid):
+            time.sleep(1.0)
+        return 0
 
+    with open(args.log, "a", encoding="utf-8") as log:
         while parent_alive(args.parent_pid) and step < args.total_steps:
             step += stride
             log.write(line_for(step, args.total_steps, time.time(), rng))
