@@ -33,7 +33,8 @@ class FakeSession:
         self._jobs: list[Job] = []
         self.results: list[Any] = []
         self._manager = SimpleNamespace(
-            results=SimpleNamespace(results=lambda suite, checkpoint: self.results)
+            results=SimpleNamespace(results=lambda suite, checkpoint: self.results),
+            device_of=lambda job: "cpu" if job.host == "cpubox" else "cuda",
         )
 
     def subscribe(self, callback: Any) -> Any:
@@ -125,15 +126,45 @@ async def test_a_finished_eval_with_its_numbers_and_the_sweep(
     got = [m.message for m in hook.received()]
     print("\n\n".join(got))
     assert got[0] == (
-        "EVAL FINISHED | host evalbox | run slammed5 | tau_greedy 4.123, tau_top1 3.801, acc 0.412\n"
+        "EVAL FINISHED | host evalbox | run slammed5 | tau_greedy 4.12, tau_top1 3.80, acc 41.2%\n"
         "slammed5@step-40000 (step 40000) on suite coding10\n"
-        "streak_top1 2.800\n"
+        "streak_top1 2.80\n"
         "job j7f3a on cuda:0, 3m03s"
     )
     assert got[1] == (
         "SWEEP FINISHED | host evalbox | run slammed5 | 1 checkpoint evaluated\n"
-        "best tau_greedy 4.123: slammed5@step-40000 (step 40000) on suite coding10"
+        "best tau_greedy 4.12: slammed5@step-40000 (step 40000) on suite coding10"
     )
+    await notes.close()
+
+
+async def test_a_cpu_job_says_cpu_not_its_device(tmp_path: Path, hook: HookServer) -> None:
+    session = FakeSession()
+    notes = notifications(tmp_path, hook, session)
+    now = time.time()
+    job = Job(
+        id="jcpu1",
+        backend="ssh",
+        host="cpubox",
+        suite="coding10",
+        checkpoint="slammed5@step-1000",
+        checkpoint_host="trainbox",
+        checkpoint_path="workspace/checkpoints/slammed5/step-1000",
+        state="done",
+        created_at=now - 60,
+        updated_at=now,
+        started_at=now - 50,
+        finished_at=now - 1,
+        collected_at=now,
+    )
+    session._jobs = [job]
+    session.results = [SimpleNamespace(job_id="jcpu1", metrics={"tau_greedy": 2.0, "acc": 0.5})]
+    session.emit(JobsChanged(job.id))
+    await async_wait_until(lambda: len(hook.received()) == 1, "the eval message")
+    await notes.idle()
+    got = hook.received()[0].message
+    assert got.startswith("EVAL FINISHED | host cpubox | tau_greedy 2.00, acc 50.0%\n"), got
+    assert got.endswith("job jcpu1 on cpu, 49s"), got
     await notes.close()
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from dflash_tui.console.events import JobsChanged, TransfersChanged
 from dflash_tui.core import notify_settings as ev
 from dflash_tui.core.units import duration, size
+from dflash_tui.evals.results.leaderboard import format_metric
 from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import (
     AcceptanceDropped,
@@ -276,7 +277,7 @@ class SessionNotifications:
         metrics = self._metrics_of(job)
         if metrics:
             shown = [
-                f"{name} {metrics[name]:.3f}"
+                f"{name} {format_metric(name, metrics[name])}"
                 for name in HEADLINE_METRICS
                 if isinstance(metrics.get(name), (int, float))
             ]
@@ -287,7 +288,7 @@ class SessionNotifications:
             reason = "done, but its results could not be collected"
             details.append(job.collect_error)
         took = None if job.started_at is None else job.finished_at - job.started_at
-        details.append(f"job {job.id} on {job.gpu or 'its device'}, {duration(took)}")
+        details.append(f"job {job.id} on {self._device_words(job)}, {duration(took)}")
         return Notice(ev.EVAL_FINISHED, reason, job.host, job.run, tuple(details))
 
     def _job_failed(self, job: Any) -> Notice:
@@ -303,6 +304,16 @@ class SessionNotifications:
         details.extend(line for line in job.log_tail[-2:] if line.strip())
         details.append(f"job {job.id}")
         return Notice(ev.EVAL_FAILED, reason, job.host, job.run, tuple(details))
+
+    def _device_words(self, job: Any) -> str:
+        """Where the job ran, as `jobs` shows it: its GPU, or "cpu" for a CPU job."""
+        if job.gpu:
+            return str(job.gpu)
+        manager = getattr(self.session, "_manager", None)
+        device_of = getattr(manager, "device_of", None)
+        if device_of is not None and device_of(job) == "cpu":
+            return "cpu"
+        return "its device"
 
     def _metrics_of(self, job: Any) -> dict[str, Any] | None:
         manager = getattr(self.session, "_manager", None)
@@ -346,7 +357,7 @@ class SessionNotifications:
                 best = (value, name, job)
         if best is not None:
             value, name, job = best
-            details.append(f"best {name} {value:.3f}: {self._job_what(job)}")
+            details.append(f"best {name} {format_metric(name, value)}: {self._job_what(job)}")
         host = last.host
         self._submit("event", key, Notice(ev.SWEEP_FINISHED, reason, host, run, tuple(details)))
 
