@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import os
 import sqlite3
 import time
@@ -35,7 +34,7 @@ from dflash_tui.evals.discovery.targets import (
     resolve_checkpoint,
     suite_config,
 )
-from dflash_tui.evals.jobs import gpus
+from dflash_tui.evals.jobs import gpus, lifecycle
 from dflash_tui.evals.jobs import job as J
 from dflash_tui.evals.jobs.backends import (
     CACHE_BUILD_FILE,
@@ -53,6 +52,7 @@ from dflash_tui.evals.jobs.cachejobs import (
     plan_cache_build,
     upload_prompts,
 )
+from dflash_tui.evals.jobs.harness_args import check_suite_on_host, eval_args
 from dflash_tui.evals.jobs.install import HarnessUploader, cachebuild_dir
 from dflash_tui.evals.jobs.job import Job, JobError, JobStore, JobUpdated, new_job_id
 from dflash_tui.evals.jobs.ownership import local_process_start, owner_alive
@@ -63,37 +63,17 @@ from dflash_tui.evals.results.collect import CollectReport
 from dflash_tui.evals.results.schema import SchemaError, parse_results
 from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.monitor.tail import LogTail
-from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import CommandFailed, HostUnreachable, RemoteError
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import FileProgress, TransferError, TransferEvent
 
 Listener = Callable[[JobUpdated], None]
 RELAY_DETAIL_INTERVAL_S = 0.5
-# $1 the suite's cache: a dflash-cache/1, SpecForge or speculators layout (DESIGN §4.3);
-# $2 its target model directory, when set (exit 3 when missing)
-CACHE_CHECK = r"""if [ -n "$2" ] && ! { [ -f "$2/config.json" ] && { [ -f "$2/model.safetensors" ] || [ -f "$2/model.safetensors.index.json" ]; }; }; then exit 3; fi
-[ -f "$1/manifest.json" ] && exit 0
-for f in "$1"/rows_*/data_*.ckpt* "$1"/hs_*.safetensors "$1"/hidden_states/hs_*.safetensors "$1"/data_*.pt; do
-  [ -f "$f" ] && exit 0
-done
-exit 1"""
 
 
 def open_eval_state(state_dir: Path) -> sqlite3.Connection:
     """The state database with the jobs, results and transfers tables in place."""
     return open_state(state_dir, JOBS, RESULTS, TRANSFERS)
-
-
-def _error_from_log(lines: Sequence[str]) -> str | None:
-    """The harness's own error message (its last `error` event), if the log has one."""
-    for line in reversed(lines):
-        if line.startswith('{"event": "error"'):
-            with contextlib.suppress(ValueError, TypeError):
-                message = json.loads(line).get("message")
-                if isinstance(message, str) and message:
-                    return message
-    return None
 
 
 class JobManager:
@@ -312,7 +292,7 @@ class JobManager:
             )
             if self._cancel_requested(job.id):
                 return
-            await self._check_cache(job.host, suite.cache, suite.target)
+            await check_suite_on_host(self.pool, job.host, suite.cache, suite.target)
             if not await self.uploader.present(job.host):
                 self._update(job.id, state=J.UPLOADING, detail="installing the eval harness")
                 await self.uploader.install(job.host)
@@ -324,34 +304,12 @@ class JobManager:
                 detail=None,
                 remote_checkpoint_path=placement.path,
             )
-            args = [
-                "--drafter",
-                placement.path,
-                "--cache",
-                suite.cache,
-                "--suite",
-                suite.name,
-                "--name",
-                ref.name,
-            ]
-            # Always explicit: the harness fails (exit 2) rather than fall back to the CPU.
-            device = gpus.device(self.config, job.host, suite)
-            args += ["--device", "cpu" if device == "cpu" else "cuda:0"]
-            if suite.max_anchors:
-                args += ["--max-anchors", str(suite.max_anchors)]
-            if suite.target:
-                args += ["--target", suite.target]
-            if suite.cache_layer_ids:
-                args += ["--cache-layer-ids", ",".join(map(str, suite.cache_layer_ids))]
-            sliding = job.sliding or suite.sliding  # else the harness's default (DESIGN §4.4)
-            if sliding:
-                args += ["--sliding", sliding]
             spec = LaunchSpec(
                 job_id=job.id,
                 host=job.host,
                 python=self.config.host(job.host).python,
                 harness_sha=self.uploader.sha256,
-                harness_args=tuple(args),
+                harness_args=eval_args(self.config, job, suite, placement.path, ref.name),
                 gpu=job.gpu,
                 submitted_at=self.clock(),
             )
@@ -531,23 +489,6 @@ class JobManager:
 
         return on_event
 
-    async def _check_cache(self, host: str, cache: str, target: str | None) -> None:
-        result = await self.pool.run(
-            host, shell_script(CACHE_CHECK, cache, target or ""), timeout=30, check=False
-        )
-        if result.exit_status == 3:
-            raise JobError(
-                f"{host}:{target}: no target model there (config.json with "
-                "model.safetensors or model.safetensors.index.json); check the suite's target "
-                "(and --host): the harness reads embed_tokens and lm_head from it on this host"
-            )
-        if result.exit_status != 0:
-            raise JobError(
-                f"{host}:{cache}: no cache there (a dflash-cache/1 manifest.json, SpecForge "
-                "rows_*/data_*.ckpt files or speculators hs_*.safetensors or data_*.pt files); "
-                "check the suite's cache path (and --host)"
-            )
-
     # ------------------------------------------------------------------ following
 
     async def _reap_orphans(self) -> list[str]:
@@ -672,99 +613,19 @@ class JobManager:
         return changed
 
     async def _apply(self, job: Job, status: RemoteStatus) -> bool:
+        """Record what `status` says of `job` (evals/jobs/lifecycle.py); True when its row
+        changed."""
         now = self.clock()
-        if not status.exists:
-            self._update(
-                job.id,
-                state=J.LOST,
-                error=f"its directory {job.remote_dir} is gone from {job.host}",
-                finished_at=now,
-                detail=None,
-            )
-            return True
-        if status.queued:  # waiting in the host's scheduler (Slurm): its reason as the detail
-            queued: dict[str, Any] = {}
-            if job.state != J.RUNNING:
-                queued["state"] = J.RUNNING
-            if job.detail != status.note:
-                queued["detail"] = status.note
-            if queued:
-                self._update(job.id, **queued)
-            return bool(queued)
-        if status.alive:
-            changes: dict[str, Any] = {}
-            if job.state != J.RUNNING:
-                changes["state"] = J.RUNNING
-            if job.detail != status.note:
-                changes["detail"] = status.note
-            if status.progress_done is not None and (
-                status.progress_done != job.progress_done
-                or status.progress_total != job.progress_total
-            ):
-                changes["progress_done"] = status.progress_done
-                changes["progress_total"] = status.progress_total
+        if not lifecycle.has_ended(status):
+            changes = lifecycle.live_changes(job, status, now)
             if changes:
                 self._update(job.id, **changes)
-                return True
-            return False
+            return bool(changes)
         tail = await self._tail_or_empty(job)
-        progress = {}
-        if status.progress_done is not None:
-            progress = {
-                "progress_done": status.progress_done,
-                "progress_total": status.progress_total,
-            }
-        if status.cancelled:
-            self._update(
-                job.id,
-                state=J.CANCELLED,
-                finished_at=now,
-                log_tail=tail,
-                exit_code=status.exit_code,
-                detail=None,
-                **progress,
-            )
-        elif status.exit_code == 0 and status.has_results:
-            self._update(
-                job.id,
-                state=J.DONE,
-                exit_code=0,
-                finished_at=now,
-                log_tail=tail,
-                detail=None,
-                **progress,
-            )
-        elif status.exit_code is not None:
-            reason = (
-                _error_from_log(tail)
-                or await self._error_from_whole_log(job)
-                or status.note
-                or (
-                    f"the harness exited with status {status.exit_code}"
-                    + ("" if status.exit_code else " but wrote no eval_results.json")
-                )
-            )
-            self._update(
-                job.id,
-                state=J.FAILED,
-                exit_code=status.exit_code,
-                error=reason,
-                finished_at=now,
-                log_tail=tail,
-                detail=None,
-                **progress,
-            )
-        else:
-            why = (
-                "its pid now belongs to another process (PID reuse): the job is gone"
-                if status.pid_reused
-                else "its process is gone without an exit status (killed, or the host restarted)"
-            )
-            if status.note:
-                why = f"{why}; {status.note}"
-            self._update(
-                job.id, state=J.LOST, error=why, finished_at=now, log_tail=tail, detail=None
-            )
+        error_text = None
+        if lifecycle.needs_error_text(status):
+            error_text = lifecycle.error_from_log(tail) or await self._error_from_whole_log(job)
+        self._update(job.id, **lifecycle.ended_changes(status, now, tail, error_text))
         return True
 
     async def _error_from_whole_log(self, job: Job) -> str | None:
@@ -773,7 +634,7 @@ class JobManager:
         with contextlib.suppress(RemoteError):
             raw = await self.backend(job.host).read_file(job, "log")
             if raw:
-                return _error_from_log(raw.decode("utf-8", "replace").splitlines())
+                return lifecycle.error_from_log(raw.decode("utf-8", "replace").splitlines())
         return None
 
     async def _tail_or_empty(self, job: Job) -> list[str]:
