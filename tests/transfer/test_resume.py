@@ -18,7 +18,7 @@ from dflash_tui.transfer import (
     list_transfers,
     relay,
 )
-from dflash_tui.transfer.store import TransferStore
+from dflash_tui.transfer.ledger import TransferLedger
 from tests.transfer.conftest import cut_connections, part_files, random_file, relay_env
 
 MIB = 1 << 20
@@ -98,7 +98,7 @@ async def test_interrupted_relay_resumes_on_rerun_sending_only_the_rest(
         assert "--resume" in getattr(failure, "hint", "")
         (record,) = list_transfers(conn)
         assert record.state == "interrupted" and record.resumable
-        recorded = TransferStore(conn).recorded_ranges(record.id, "")
+        recorded = TransferLedger(conn).recorded_ranges(record.id, "")
         done = sum(r.length for r, _ in recorded.values())
         assert 0 < done < SIZE
     # Never a partial file under the final name; the .part stays for the resume.
@@ -136,7 +136,7 @@ async def test_resume_resends_a_recorded_range_that_no_longer_matches(
                 on_event=on_event,
             )  # fmt: skip
         (record,) = list_transfers(conn)
-        recorded = TransferStore(conn).recorded_ranges(record.id, "")
+        recorded = TransferLedger(conn).recorded_ranges(record.id, "")
     assert (0 in recorded) and len(recorded) >= 1
     done = sum(r.length for r, _ in recorded.values())
     # Someone scribbles into a range that was already written.

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
         TransferStarted,
     )
     from dflash_tui.transfer.hosts.direct import DirectCheck, check_direct
+    from dflash_tui.transfer.ledger import SCHEMA, TransferRecord, list_transfers
     from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
-    from dflash_tui.transfer.store import SCHEMA, TransferRecord, list_transfers
 
 # Each public name and the module it lives in: loaded on first use, so importing
 # `dflash_tui.transfer` (or one light part of it, such as its events) does not
@@ -65,9 +65,9 @@ _WHERE = {
     "FileResult": "results",
     "RelayOptions": "results",
     "TransferResult": "results",
-    "SCHEMA": "store",
-    "TransferRecord": "store",
-    "list_transfers": "store",
+    "SCHEMA": "ledger",
+    "TransferRecord": "ledger",
+    "list_transfers": "ledger",
 }
 
 
@@ -83,7 +83,7 @@ def __getattr__(name: str) -> Any:
 def open_transfer_state(state_dir: Path) -> sqlite3.Connection:
     """The state database with the transfers tables in place."""
     from dflash_tui.core.state import open_state
-    from dflash_tui.transfer.store import SCHEMA
+    from dflash_tui.transfer.ledger import SCHEMA
 
     return open_state(state_dir, SCHEMA)
 

@@ -16,6 +16,7 @@ from typing import Protocol
 from dflash_tui.core.units import size
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import TransferError
+from dflash_tui.transfer.ledger import FileRecord
 from dflash_tui.transfer.plan import (
     SourceFile,
     SourceTree,
@@ -25,7 +26,6 @@ from dflash_tui.transfer.plan import (
 )
 from dflash_tui.transfer.scripts import PREPARE, argv
 from dflash_tui.transfer.sides import Side
-from dflash_tui.transfer.store import FileRecord
 
 MAX_LISTED = 5
 HASH_CONCURRENCY = 4

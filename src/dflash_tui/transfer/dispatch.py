@@ -17,8 +17,8 @@ from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.events import TransferEvent
 from dflash_tui.transfer.hosts.relay import HostRelay
+from dflash_tui.transfer.ledger import TransferLedger
 from dflash_tui.transfer.results import RelayOptions, TransferResult
-from dflash_tui.transfer.store import TransferStore
 
 if TYPE_CHECKING:
     from dflash_tui.remote.pool import HostPool
@@ -63,7 +63,7 @@ async def relay(
         dst = b if isinstance(dst, str) else dst
     if options.keep_local:
         options = replace(options, keep_local=_absolute(Endpoint(None, options.keep_local)).path)
-    record = TransferStore(state_conn).find_unfinished(str(src), str(dst))
+    record = TransferLedger(state_conn).find_unfinished(str(src), str(dst))
     if record is not None and record.state == "running":
         raise TransferError(
             f"transfer {record.id} ({record.src} -> {record.dst}) is already running "
@@ -82,7 +82,7 @@ async def resume_transfer(
     on_event: Callable[[TransferEvent], None] | None = None,
 ) -> TransferResult:
     """Resume an unfinished transfer by id, sending only what is not at the destination yet."""
-    record = TransferStore(state_conn).get(transfer_id)
+    record = TransferLedger(state_conn).get(transfer_id)
     if record is None:
         raise TransferError(f"no transfer {transfer_id!r} in the state database", kind="usage")
     if not record.unfinished:

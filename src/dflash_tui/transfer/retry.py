@@ -18,8 +18,8 @@ from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import Retrying, TransferEvent, TransferFailed, TransferFinished
 
 if TYPE_CHECKING:
+    from dflash_tui.transfer.ledger import TransferLedger
     from dflash_tui.transfer.results import RelayOptions
-    from dflash_tui.transfer.store import TransferStore
 
 
 async def retry_on_drop(
@@ -67,7 +67,7 @@ def resume_hint(transfer_id: str, resumable: bool) -> str:
 
 
 def record_failure(
-    store: TransferStore,
+    ledger: TransferLedger,
     sink: Callable[[TransferEvent], None],
     transfer_id: str,
     exc: TransferError,
@@ -76,7 +76,7 @@ def record_failure(
     `exc.resumable`), one TransferFailed event goes out, and `exc` carries the
     transfer's id and the resume hint for whoever prints it."""
     hint = resume_hint(transfer_id, exc.resumable)
-    store.finish(
+    ledger.finish(
         transfer_id,
         "interrupted" if exc.resumable else "failed",
         error=exc.message,
@@ -88,13 +88,13 @@ def record_failure(
     exc.hint = hint  # type: ignore[attr-defined]
 
 
-def record_stopped(store: TransferStore, transfer_id: str) -> None:
+def record_stopped(ledger: TransferLedger, transfer_id: str) -> None:
     """The transfer was cancelled or killed: what is recorded stays, to resume later."""
-    store.finish(transfer_id, "interrupted", error="stopped", error_kind="stopped", resumable=True)
+    ledger.finish(transfer_id, "interrupted", error="stopped", error_kind="stopped", resumable=True)
 
 
 def record_done(
-    store: TransferStore,
+    ledger: TransferLedger,
     sink: Callable[[TransferEvent], None],
     transfer_id: str,
     *,
@@ -105,7 +105,7 @@ def record_done(
 ) -> None:
     """The transfer finished: its row says done with every byte, and one
     TransferFinished event goes out (with the mean rate of the bytes sent)."""
-    store.set_done_bytes(transfer_id, bytes_total)
-    store.finish(transfer_id, "done")
+    ledger.set_done_bytes(transfer_id, bytes_total)
+    ledger.finish(transfer_id, "done")
     rate = bytes_sent / elapsed_s if elapsed_s > 0 else 0.0
     sink(TransferFinished(transfer_id, files, bytes_total, bytes_sent, elapsed_s, rate))

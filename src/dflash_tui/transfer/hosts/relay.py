@@ -47,6 +47,7 @@ from dflash_tui.transfer.hosts.streams import (
     StreamWorker,
 )
 from dflash_tui.transfer.hosts.streams import run_all as _run_all
+from dflash_tui.transfer.ledger import TransferLedger, TransferRecord
 from dflash_tui.transfer.movers import RangeMover, RangeTask
 from dflash_tui.transfer.plan import (
     SourceFile,
@@ -66,7 +67,6 @@ from dflash_tui.transfer.retry import (
 )
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import LocalSide, Side, make_side
-from dflash_tui.transfer.store import TransferRecord, TransferStore
 from dflash_tui.transfer.verify import (
     Range,
     parse_hash_line,
@@ -143,7 +143,7 @@ class HostRelay:
         record: TransferRecord | None,
     ) -> None:
         self.pool = pool
-        self.store = TransferStore(conn)
+        self.ledger = TransferLedger(conn)
         self.src = src
         self.dst = dst
         self.options = options
@@ -181,7 +181,7 @@ class HostRelay:
     async def run(self) -> TransferResult:
         self._validate()
         if self.record is None:
-            self.transfer_id = self.store.create(
+            self.transfer_id = self.ledger.create(
                 str(self.src),
                 str(self.dst),
                 mode=self.mode,
@@ -189,7 +189,7 @@ class HostRelay:
                 range_bytes=self.range_bytes,
             )
         else:
-            self.store.claim(self.transfer_id)
+            self.ledger.claim(self.transfer_id)
         try:
             await self._attempts()
         except TransferError as exc:
@@ -198,14 +198,14 @@ class HostRelay:
         except BaseException:
             # Cancelled or killed: what is recorded stays; resume later.
             await self._stop()
-            record_stopped(self.store, self.transfer_id)
+            record_stopped(self.ledger, self.transfer_id)
             raise
         await self._stop()
         elapsed = time.monotonic() - self.started
         total = sum(j.file.size for j in self.jobs)
         files = [self.results[j.label] for j in self.jobs if j.label in self.results]
         record_done(
-            self.store, self.sink, self.transfer_id,
+            self.ledger, self.sink, self.transfer_id,
             files=len(files), bytes_total=total, bytes_sent=self.bytes_sent, elapsed_s=elapsed,
         )  # fmt: skip
         return TransferResult(
@@ -248,12 +248,12 @@ class HostRelay:
         exc.resumable = resumable
         if not resumable:
             await self._remove_parts()
-        record_failure(self.store, self.sink, self.transfer_id, exc)
+        record_failure(self.ledger, self.sink, self.transfer_id, exc)
 
     def _has_recorded(self) -> bool:
         return any(
-            self.store.recorded_ranges(self.transfer_id, rel)
-            for rel in self.store.files(self.transfer_id)
+            self.ledger.recorded_ranges(self.transfer_id, rel)
+            for rel in self.ledger.files(self.transfer_id)
         )
 
     # ------------------------------------------------------------------ one attempt
@@ -304,7 +304,7 @@ class HostRelay:
             keep = Endpoint(None, self.options.keep_local)
             self.keep_root = await resolve_destination(self.local, self.src, keep, tree.is_dir)
         self.jobs = self._make_jobs(tree)
-        self.store.set_totals(self.transfer_id, len(self.jobs), tree.total_bytes)
+        self.ledger.set_totals(self.transfer_id, len(self.jobs), tree.total_bytes)
         if small and self._batch is None:
             # Both scripts start now, while the destination is checked: reading the
             # source changes nothing, and the destination writes only what it is sent.
@@ -326,7 +326,7 @@ class HostRelay:
         check = checker.run(
             tree,
             self.jobs,
-            self.store.files(self.transfer_id),
+            self.ledger.files(self.transfer_id),
             lambda path: self._hash(self.src_side, path),
             lambda path: self._hash(self.dst_side, path),
         )
@@ -338,7 +338,7 @@ class HostRelay:
         pending = [j for j in self.jobs if not j.done]
         for job in pending:
             f = job.file
-            self.store.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
+            self.ledger.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
         if self._fresh:
             await self._restore(pending)
             self._fresh = False
@@ -543,8 +543,8 @@ class HostRelay:
     def _skip(self, job: Job, sha: str) -> None:
         """`job` is already at the destination with the source's sha256."""
         f = job.file
-        self.store.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
-        self.store.set_file_state(self.transfer_id, f.rel, "skipped", sha, sha)
+        self.ledger.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
+        self.ledger.set_file_state(self.transfer_id, f.rel, "skipped", sha, sha)
         self._mark_done(job, sha, sha, skipped=True)
 
     def _mark_done(self, job: Job, sha_src: str, sha_dst: str, *, skipped: bool) -> None:
@@ -564,14 +564,14 @@ class HostRelay:
     async def _restore(self, pending: list[Job]) -> None:
         """Ranges an earlier run wrote count only if they hash the same at both ends now."""
         for job in pending:
-            recorded = self.store.recorded_ranges(self.transfer_id, job.file.rel)
+            recorded = self.ledger.recorded_ranges(self.transfer_id, job.file.rel)
             ranges = [rng for rng, _ in recorded.values() if rng in job.ranges]
             if not ranges:
                 continue
             good = await self._matching_ranges(job, ranges)
             stale = {r.offset for r in ranges} - {r.offset for r in good}
             if stale:
-                self.store.drop_ranges(self.transfer_id, job.file.rel, stale)
+                self.ledger.drop_ranges(self.transfer_id, job.file.rel, stale)
             job.written = {r.offset for r in good}
 
     async def _matching_ranges(self, job: Job, ranges: list[Range]) -> list[Range]:
@@ -588,7 +588,7 @@ class HostRelay:
         for rng, s, d, loc in zip(ranges, src_hashes, dst_hashes, local_hashes, strict=True):
             if s is not None and s == d and (job.local_part is None or loc == s):
                 good.append(rng)
-                self.store.add_range(self.transfer_id, job.file.rel, rng, s)
+                self.ledger.add_range(self.transfer_id, job.file.rel, rng, s)
         return good
 
     # ------------------------------------------------------------------ streams
@@ -630,7 +630,7 @@ class HostRelay:
             for job in pending:  # someone cut NAME.part short: those files start over
                 job.written.clear()
                 job.partial.clear()
-                self.store.drop_ranges(self.transfer_id, job.file.rel)
+                self.ledger.drop_ranges(self.transfer_id, job.file.rel)
             raise
         for job in pending:
             if not job.done:
@@ -729,7 +729,7 @@ class HostRelay:
             if rng.end <= upto:
                 job.written.add(rng.offset)
                 job.partial.pop(rng.offset, None)
-                self.store.add_range(self.transfer_id, job.file.rel, rng)
+                self.ledger.add_range(self.transfer_id, job.file.rel, rng)
             else:
                 job.partial[rng.offset] = max(upto, rng.offset)
         if job.split and job.dst_hasher is not None:
@@ -834,7 +834,7 @@ class HostRelay:
         file over next time (its recorded ranges are dropped) and say what differs."""
         if src_sha == dst_sha and local_sha in (None, src_sha):
             return
-        self.store.drop_ranges(self.transfer_id, job.file.rel)
+        self.ledger.drop_ranges(self.transfer_id, job.file.rel)
         job.written.clear()
         shown = f", local copy {local_sha}" if local_sha not in (None, src_sha) else ""
         raise TransferError(
@@ -864,11 +864,11 @@ class HostRelay:
             raise describe_failure(f"local:{job.local_final}", out, "renaming the local copy")
 
     def _done(self, job: Job, src_sha: str, dst_sha: str) -> None:
-        self.store.set_file_state(self.transfer_id, job.file.rel, "done", src_sha, dst_sha)
-        self.store.drop_ranges(self.transfer_id, job.file.rel)
+        self.ledger.set_file_state(self.transfer_id, job.file.rel, "done", src_sha, dst_sha)
+        self.ledger.drop_ranges(self.transfer_id, job.file.rel)
         self._mark_done(job, src_sha, dst_sha, skipped=False)
         self._emit_verified(self.results[job.label])
-        self.store.set_done_bytes(self.transfer_id, self._done_bytes())
+        self.ledger.set_done_bytes(self.transfer_id, self._done_bytes())
 
     # ------------------------------------------------------------------ moving data
 
@@ -931,8 +931,8 @@ class HostRelay:
             tracker.rewind(job.label, moved)
             raise
         job.written.add(rng.offset)
-        self.store.add_range(self.transfer_id, job.file.rel, rng)
-        self.store.set_done_bytes(self.transfer_id, self._done_bytes())
+        self.ledger.add_range(self.transfer_id, job.file.rel, rng)
+        self.ledger.set_done_bytes(self.transfer_id, self._done_bytes())
         if job.dst_hasher is not None:
             await job.dst_hasher.advance(complete_prefix(job.ranges, job.written))
 
@@ -1030,8 +1030,8 @@ class HostRelay:
         for job in self.jobs:
             if job.local_part and not job.done and os.path.exists(job.local_part):
                 os.unlink(job.local_part)
-        for rel in self.store.files(self.transfer_id):
-            self.store.drop_ranges(self.transfer_id, rel)
+        for rel in self.ledger.files(self.transfer_id):
+            self.ledger.drop_ranges(self.transfer_id, rel)
 
 
 # ---------------------------------------------------------------------- helpers

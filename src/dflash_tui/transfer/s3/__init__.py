@@ -15,13 +15,13 @@ from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.endpoints import Endpoint, parse_endpoint
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.events import TransferEvent
+from dflash_tui.transfer.ledger import TransferRecord
 from dflash_tui.transfer.s3.client import ObjectInfo, S3Store
 from dflash_tui.transfer.s3.endpoint import (
     StoreEndpoint,
     names_store,
     parse_store_endpoint,
 )
-from dflash_tui.transfer.store import TransferRecord
 
 if TYPE_CHECKING:
     from dflash_tui.transfer.results import RelayOptions, TransferResult
@@ -57,9 +57,9 @@ async def store_relay(
     record: TransferRecord | None = None,
 ) -> TransferResult:
     """Copy between a store and a host (or this machine), verified and resumable."""
+    from dflash_tui.transfer.ledger import TransferLedger
     from dflash_tui.transfer.s3.download import Download
     from dflash_tui.transfer.s3.upload import Upload
-    from dflash_tui.transfer.store import TransferStore
 
     a, b = _side(pool, src), _side(pool, dst)
     if isinstance(a, StoreEndpoint) and isinstance(b, StoreEndpoint):
@@ -67,7 +67,7 @@ async def store_relay(
             "store to store is not supported; relay through a host or this machine", kind="usage"
         )
     if record is None:
-        record = TransferStore(conn).find_unfinished(str(a), str(b))
+        record = TransferLedger(conn).find_unfinished(str(a), str(b))
         if record is not None and record.state == "running":
             raise TransferError(
                 f"transfer {record.id} ({record.src} -> {record.dst}) is already running "

@@ -26,6 +26,7 @@ from dflash_tui.transfer.events import (
     TransferEvent,
     TransferStarted,
 )
+from dflash_tui.transfer.ledger import TransferLedger, TransferRecord
 from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
 from dflash_tui.transfer.retry import (
     record_done,
@@ -36,7 +37,6 @@ from dflash_tui.transfer.retry import (
 from dflash_tui.transfer.s3.client import S3Store
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.state import UploadState
-from dflash_tui.transfer.store import TransferRecord, TransferStore
 
 MODE = "store"
 
@@ -69,7 +69,7 @@ class StoreTransfer:
         record: TransferRecord | None,
     ) -> None:
         self.pool = pool
-        self.transfers = TransferStore(conn)
+        self.transfers = TransferLedger(conn)
         self.uploads = UploadState(conn)
         self.src = src
         self.dst = dst

@@ -93,7 +93,7 @@ def _record(row: sqlite3.Row) -> TransferRecord:
     return TransferRecord(**data)
 
 
-class TransferStore:
+class TransferLedger:
     """Reads and writes the transfers tables on an open state connection."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -254,4 +254,4 @@ def list_transfers(
     conn: sqlite3.Connection, *, unfinished_only: bool = False, limit: int = 100
 ) -> list[TransferRecord]:
     """Transfers newest first; a 'running' one whose process died shows as 'interrupted'."""
-    return TransferStore(conn).list(unfinished_only=unfinished_only, limit=limit)
+    return TransferLedger(conn).list(unfinished_only=unfinished_only, limit=limit)
