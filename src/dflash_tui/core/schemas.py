@@ -133,7 +133,7 @@ SERVED = Schema(
     ],
 )
 
-# relays, their files and verified ranges (`transfer/store.py`)
+# relays, their files and verified ranges (`transfer/ledger.py`)
 TRANSFERS = Schema(
     "transfers",
     [
