@@ -27,7 +27,8 @@ async def eventually(
 
 @dataclass
 class Collector:
-    """Consumes a LogTail in the background, keeping texts, notices and batch times."""
+    """Consumes a LogTail in the background, keeping texts, notices and when the tail
+    formed each batch (its own clock: this task may run late on a busy machine)."""
 
     tail: LogTail
     texts: list[str] = field(default_factory=list)
@@ -42,7 +43,7 @@ class Collector:
 
     async def _consume(self) -> None:
         async for batch in self.tail:
-            self.batch_times.append(time.monotonic())
+            self.batch_times.append(batch.formed_at)
             self.batch_sizes.append(len(batch.lines))
             self.texts.extend(line.text for line in batch.lines)
             self.notices.extend(batch.notices)

@@ -226,6 +226,9 @@ class TailBatch:
     lines: tuple[TailLine, ...]
     notices: tuple[TailNotice, ...]
     position: LogPosition
+    # time.monotonic() when the tail formed it: batches are at least `batch_s` apart by
+    # this clock (a consumer's own clock adds however late it was scheduled)
+    formed_at: float = 0.0
 
 
 class _Desync(Exception):
@@ -444,7 +447,7 @@ class LogTail:
         self._position = self._resume
         self._last_batch = time.monotonic()
         self._drained.set()
-        return TailBatch(tuple(lines), tuple(notices), self._position)
+        return TailBatch(tuple(lines), tuple(notices), self._position, self._last_batch)
 
     def _push(self, lines: list[TailLine]) -> None:
         self._lines.extend(lines)
