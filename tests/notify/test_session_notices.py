@@ -55,6 +55,27 @@ class FakeSession:
         return ()
 
 
+def finished_job(
+    job_id: str, host: str, checkpoint: str, started_at: float, finished_at: float, **more: Any
+) -> Job:
+    """A done eval job of suite coding10, its checkpoint on trainbox."""
+    return Job(
+        id=job_id,
+        backend="ssh",
+        host=host,
+        suite="coding10",
+        checkpoint=checkpoint,
+        checkpoint_host="trainbox",
+        checkpoint_path=f"workspace/checkpoints/{checkpoint.replace('@', '/')}",
+        state="done",
+        created_at=started_at - 15,
+        updated_at=finished_at + 2,
+        started_at=started_at,
+        finished_at=finished_at,
+        **more,
+    )
+
+
 def notifications(tmp_path: Path, hook: HookServer, session: FakeSession) -> SessionNotifications:
     settings, _ = parse_notify({"urls": [f"json://127.0.0.1:{hook.port}/hook"]}, {})
     assert settings is not None
@@ -91,23 +112,10 @@ async def test_a_finished_eval_with_its_numbers_and_the_sweep(
     session = FakeSession()
     notes = notifications(tmp_path, hook, session)
     now = time.time()
-    job = Job(
-        id="j7f3a",
-        backend="ssh",
-        host="evalbox",
-        suite="coding10",
-        checkpoint="slammed5@step-40000",
-        checkpoint_host="trainbox",
-        checkpoint_path="workspace/checkpoints/slammed5/step-40000",
-        state="done",
-        created_at=now - 200,
-        updated_at=now,
-        run="slammed5",
-        step=40000,
-        gpu="cuda:0",
-        started_at=now - 185,
-        finished_at=now - 2,
-    )
+    job = finished_job(
+        "j7f3a", "evalbox", "slammed5@step-40000", now - 185, now - 2,
+        run="slammed5", step=40000, gpu="cuda:0",
+    )  # fmt: skip
     session._jobs = [job]
     session.emit(JobsChanged(job.id))  # done, not collected yet: no message
     await notes.idle()
@@ -142,21 +150,7 @@ async def test_a_cpu_job_says_cpu_not_its_device(tmp_path: Path, hook: HookServe
     session = FakeSession()
     notes = notifications(tmp_path, hook, session)
     now = time.time()
-    job = Job(
-        id="jcpu1",
-        backend="ssh",
-        host="cpubox",
-        suite="coding10",
-        checkpoint="slammed5@step-1000",
-        checkpoint_host="trainbox",
-        checkpoint_path="workspace/checkpoints/slammed5/step-1000",
-        state="done",
-        created_at=now - 60,
-        updated_at=now,
-        started_at=now - 50,
-        finished_at=now - 1,
-        collected_at=now,
-    )
+    job = finished_job("jcpu1", "cpubox", "slammed5@step-1000", now - 50, now - 1, collected_at=now)
     session._jobs = [job]
     session.results = [SimpleNamespace(job_id="jcpu1", metrics={"tau_greedy": 2.0, "acc": 0.5})]
     session.emit(JobsChanged(job.id))
