@@ -13,20 +13,21 @@ import argparse
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ..common.cli import (
+    add_device_args,
     deterministic,
     emit,
     fail,
-    is_oom,
     layer_ids,
     pick_device,
     positive,
+    run_guarded,
 )
-from .errors import BuildError, RunFailure
+from .errors import RunFailure
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,15 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--drafter", type=Path, default=None, help="drafter directory whose target_layer_ids to use"
     )
-    p.add_argument(
-        "--device", default=None, help="cuda:0, cuda:N or cpu (default: cuda:0 if available)"
-    )
-    p.add_argument(
-        "--dtype",
-        default="auto",
-        choices=["auto", "float32", "bfloat16", "float16"],
-        help="model dtype (auto: bfloat16 on GPU, float32 on CPU)",
-    )
+    add_device_args(p, "model dtype (auto: bfloat16 on GPU, float32 on CPU)")
     p.add_argument(
         "--no-chat-template",
         dest="chat_template",
@@ -106,7 +99,9 @@ def _run(args: argparse.Namespace) -> int:
                 "(pip install 'dflash-tui[cache]')",
             )
         )
-    try:
+    summary: dict[str, Any] = {}
+
+    def work() -> None:
         device = pick_device(args.device)
         deterministic(device)
         opts = build_mod.Options(
@@ -120,31 +115,22 @@ def _run(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             chat_template=args.chat_template,
         )
-        summary = build_mod.build(opts, emit)
+        summary.update(build_mod.build(opts, emit))
         if args.summary is not None:
             try:
                 build_mod.write_json_atomic(args.summary, summary)
             except OSError as exc:
                 raise RunFailure(f"cannot write {args.summary}: {exc.strerror or exc}") from None
-    except BuildError as exc:
-        return fail(exc)
-    except KeyboardInterrupt:
-        return fail(RunFailure("interrupted (finished samples are kept; run again to resume)"))
-    except Exception as exc:
-        if is_oom(exc):
-            return fail(
-                RunFailure(
-                    f"out of memory: {str(exc).splitlines()[0]}",
-                    hint="free the GPU, lower --max-new-tokens, or use a larger GPU "
-                    "(finished samples are kept; run again to resume)",
-                )
-            )
-        traceback.print_exc()
-        return fail(
-            RunFailure(
-                f"internal error: {type(exc).__name__}: {exc}",
-                hint="finished samples are kept; please report this with the traceback above",
-            )
-        )
+
+    failed = run_guarded(
+        work,
+        interrupted="interrupted (finished samples are kept; run again to resume)",
+        out_of_memory="out of memory",
+        oom_hint="free the GPU, lower --max-new-tokens, or use a larger GPU "
+        "(finished samples are kept; run again to resume)",
+        internal_hint="finished samples are kept; please report this with the traceback above",
+    )
+    if failed is not None:
+        return failed
     emit({"event": "done", **summary})
     return 0

@@ -1,5 +1,6 @@
-"""Command-line parts both shipped programs use: argument types, JSON events on stdout,
-the device check, deterministic kernels and the error exit."""
+"""Command-line parts both shipped programs use: argument types, the device and dtype
+options, JSON events on stdout, the device check, deterministic kernels, and the run
+guard that turns every way a run ends badly into an error event and its exit code."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import argparse
 import json
 import os
 import sys
+import traceback
+from collections.abc import Callable
 from typing import Any
 
-from .errors import InputError, ShippedError
+from .errors import InputError, RunFailure, ShippedError
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def positive(text: str) -> int:
@@ -34,6 +39,14 @@ def layer_ids(text: str) -> tuple[int, ...]:
             f"expected distinct comma-separated layer ids >= 0, got {text!r}"
         )
     return values
+
+
+def add_device_args(p: argparse.ArgumentParser, dtype_help: str) -> None:
+    """--device and --dtype, as both programs take them."""
+    p.add_argument(
+        "--device", default=None, help="cuda:0, cuda:N or cpu (default: cuda:0 if available)"
+    )
+    p.add_argument("--dtype", default="auto", choices=DTYPES, help=dtype_help)
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -81,8 +94,40 @@ def deterministic(device: str) -> None:
 
 
 def is_oom(exc: BaseException) -> bool:
-    """Whether `exc` is torch running out of (GPU) memory."""
-    return "out of memory" in str(exc) or type(exc).__name__ == "OutOfMemoryError"
+    """Whether `exc` is torch running out of memory: its OutOfMemoryError (by name, so
+    torch need not be imported), or a RuntimeError from an allocator saying so."""
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
+
+
+def run_guarded(
+    work: Callable[[], None],
+    *,
+    interrupted: str,
+    out_of_memory: str,
+    oom_hint: str,
+    internal_hint: str,
+) -> int | None:
+    """Run `work`; None when it returned, else the exit code of the error event that says
+    how it ended: the program's own error, an interrupt (SIGTERM is one: see the
+    programs' main), out of memory, or an internal error with its traceback on stderr."""
+    try:
+        work()
+    except ShippedError as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        return fail(RunFailure(interrupted))
+    except Exception as exc:
+        if is_oom(exc):
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return fail(RunFailure(f"{out_of_memory}: {first}", hint=oom_hint))
+        traceback.print_exc()
+        return fail(RunFailure(f"internal error: {type(exc).__name__}: {exc}", hint=internal_hint))
+    return None
 
 
 def fail(exc: ShippedError) -> int:

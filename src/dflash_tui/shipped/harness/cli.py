@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..common.cli import deterministic, emit, fail, layer_ids, pick_device, positive
-from .errors import HarnessError, RunFailure
+from ..common.cli import (
+    add_device_args,
+    deterministic,
+    emit,
+    fail,
+    layer_ids,
+    pick_device,
+    positive,
+    run_guarded,
+)
+from .errors import RunFailure
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -44,15 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="dflash-cache/1 directory, SpecForge offline cache or speculators data directory",
     )
     p.add_argument("--out", required=True, type=Path, help="results file to write (atomically)")
-    p.add_argument(
-        "--device", default=None, help="cuda:0, cuda:N or cpu (default: cuda:0 if available)"
-    )
-    p.add_argument(
-        "--dtype",
-        default="auto",
-        choices=["auto", "float32", "bfloat16", "float16"],
-        help="compute dtype (auto: bfloat16 on GPU, float32 on CPU)",
-    )
+    add_device_args(p, "compute dtype (auto: bfloat16 on GPU, float32 on CPU)")
     p.add_argument(
         "--topk", type=_int_list, default=(1, 4, 8), help="streak_top{k} to report (default 1,4,8)"
     )
@@ -158,7 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 hint="the host's python needs torch and safetensors (pip install torch safetensors)",
             )
         )
-    try:
+    results: dict[str, Any] = {}
+
+    def work() -> None:
         device = pick_device(args.device)
         deterministic(device)
         opts = run_mod.Options(
@@ -177,30 +179,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             sliding=args.sliding,
             per_anchor=args.per_anchor,
         )
-        results = run_mod.evaluate(opts, _emit)
+        results.update(run_mod.evaluate(opts, _emit))
         try:
             write_json_atomic(args.out, results)
         except OSError as exc:
             raise RunFailure(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    except HarnessError as exc:
-        return fail(exc)
-    except KeyboardInterrupt:
-        return fail(RunFailure("interrupted"))
-    except Exception as exc:
-        if run_mod.is_oom(exc):
-            return fail(
-                RunFailure(
-                    f"out of memory while loading or running: {str(exc).splitlines()[0]}",
-                    hint="free the GPU, lower --batch-anchors, or use --device cpu",
-                )
-            )
-        traceback.print_exc()
-        return fail(
-            RunFailure(
-                f"internal error: {type(exc).__name__}: {exc}",
-                hint="this is a harness bug; please report it with the traceback above",
-            )
-        )
+
+    failed = run_guarded(
+        work,
+        interrupted="interrupted",
+        out_of_memory="out of memory while loading or running",
+        oom_hint="free the GPU, lower --batch-anchors, or use --device cpu",
+        internal_hint="this is a harness bug; please report it with the traceback above",
+    )
+    if failed is not None:
+        return failed
     _emit(
         {
             "event": "done",

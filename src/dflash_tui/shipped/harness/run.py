@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ..common.cli import is_oom
 from . import SCHEMA
 from .attention import Attention, resolve_attention
 from .cache import Manifest, SampleSpec, TargetHead, check_sample, load_features, read_manifest
@@ -166,19 +167,6 @@ def even_subset(anchors: list[Anchor], max_anchors: int | None) -> list[Anchor]:
         return anchors
     n = len(anchors)
     return [anchors[i * n // max_anchors] for i in range(max_anchors)]
-
-
-def _oom_errors() -> tuple[type[BaseException], ...]:
-    oom = getattr(torch.cuda, "OutOfMemoryError", None) or getattr(torch, "OutOfMemoryError", None)
-    return (oom,) if isinstance(oom, type) else ()
-
-
-def is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, _oom_errors()):
-        return True
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in str(exc) or "can't allocate memory" in str(exc)
-    )
 
 
 class Runner:
