@@ -2,9 +2,9 @@
 
 Run attempts until one finishes, backing off when a link drops: both engines resume
 from what they recorded, so a dropped link is another attempt, not a failure, until
-`options.retries` is spent. Then record how it ended, in the state database and as
-one event: done (`record_done`), or failed or interrupted with the hint to resume
-(`record_failure`).
+`options.retries` is spent (`attempt_to_end` runs them). Then record how it ended, in
+the state database and as one event: done (`record_done`), or failed or interrupted
+with the hint to resume (`record_failure`, `record_stopped`).
 """
 
 from __future__ import annotations
@@ -54,6 +54,33 @@ async def retry_on_drop(
             ) * random.uniform(0.8, 1.0)
             sink(Retrying(transfer_id, tries, options.retries, delay, exc.message, bytes_sent()))
             await asyncio.sleep(delay)
+
+
+async def attempt_to_end(
+    ledger: TransferLedger,
+    sink: Callable[[TransferEvent], None],
+    transfer_id: str,
+    options: RelayOptions,
+    *,
+    attempt: Callable[[bool], Awaitable[None]],
+    stop: Callable[[], Awaitable[None]],
+    fail: Callable[[TransferError], Awaitable[None]],
+    bytes_sent: Callable[[], int],
+) -> None:
+    """Attempts until one finishes (`retry_on_drop`), then `stop()`. A ``TransferError``
+    goes to `fail` (the engine cleans up and records it) and is raised; a cancellation
+    or kill stops the work and records the transfer as interrupted, resumable, before
+    it propagates. Recording success is the caller's (it knows the totals)."""
+    try:
+        await retry_on_drop(attempt, stop, options, sink, transfer_id, bytes_sent)
+    except TransferError as exc:
+        await fail(exc)
+        raise
+    except BaseException:
+        await stop()  # cancelled or killed: what is recorded stays; resume later
+        record_stopped(ledger, transfer_id)
+        raise
+    await stop()
 
 
 def resume_hint(transfer_id: str, resumable: bool) -> str:

@@ -60,10 +60,9 @@ from dflash_tui.transfer.plan import (
 )
 from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
 from dflash_tui.transfer.retry import (
+    attempt_to_end,
     record_done,
     record_failure,
-    record_stopped,
-    retry_on_drop,
 )
 from dflash_tui.transfer.scripts import FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import LocalSide, Side, make_side
@@ -190,17 +189,11 @@ class HostRelay:
             )
         else:
             self.ledger.claim(self.transfer_id)
-        try:
-            await self._attempts()
-        except TransferError as exc:
-            await self._fail(exc)
-            raise
-        except BaseException:
-            # Cancelled or killed: what is recorded stays; resume later.
-            await self._stop()
-            record_stopped(self.ledger, self.transfer_id)
-            raise
-        await self._stop()
+        await attempt_to_end(
+            self.ledger, self.sink, self.transfer_id, self.options,
+            attempt=lambda first: self._attempt(first=first), stop=self._stop, fail=self._fail,
+            bytes_sent=lambda: self.bytes_sent,
+        )  # fmt: skip
         elapsed = time.monotonic() - self.started
         total = sum(j.file.size for j in self.jobs)
         files = [self.results[j.label] for j in self.jobs if j.label in self.results]
@@ -230,17 +223,6 @@ class HostRelay:
             raise TransferError("--direct and --keep-local exclude each other", kind="usage")
         if self.options.streams < 1 or self.range_bytes < 1:
             raise TransferError("streams and range size must be positive", kind="usage")
-
-    async def _attempts(self) -> None:
-        """Run the transfer, retrying with backoff when a link drops."""
-        await retry_on_drop(
-            lambda first: self._attempt(first=first),
-            self._stop,
-            self.options,
-            self.sink,
-            self.transfer_id,
-            lambda: self.bytes_sent,
-        )
 
     async def _fail(self, exc: TransferError) -> None:
         await self._stop()

@@ -107,12 +107,12 @@ class Download(StoreTransfer):
         self.jobs = jobs
         self.order = [j.label for j in jobs]
         self.bytes_total = tree.total_bytes
-        self.transfers.set_totals(self.transfer_id, len(jobs), tree.total_bytes)
+        self.ledger.set_totals(self.transfer_id, len(jobs), tree.total_bytes)
         checker = destination.DestinationCheck(self.side, root, force=self.options.force)
         up_to_date = await checker.run(
             tree,
             jobs,
-            self.transfers.files(self.transfer_id),
+            self.ledger.files(self.transfer_id),
             self._object_sha,
             self._dst_hash,
         )
@@ -122,13 +122,13 @@ class Download(StoreTransfer):
             job.done = True
             if job.label not in self.results:
                 f = job.file
-                self.transfers.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
-                self.transfers.set_file_state(self.transfer_id, f.rel, "skipped", sha, sha)
+                self.ledger.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
+                self.ledger.set_file_state(self.transfer_id, f.rel, "skipped", sha, sha)
                 self._done(job.label, self._where(job.dst_final), f.size, sha, sha, True)
         pending = [j for j in jobs if not j.done]
         for job in pending:
             f = job.file
-            self.transfers.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
+            self.ledger.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode)
         if not self._checked:
             await self._restore(pending)
             self._checked = True
@@ -209,7 +209,7 @@ class Download(StoreTransfer):
     async def _restore(self, pending: list[DownloadJob]) -> None:
         """Recorded ranges count only if they still hash at the destination as recorded."""
         for job in pending:
-            recorded = self.transfers.recorded_ranges(self.transfer_id, job.file.rel)
+            recorded = self.ledger.recorded_ranges(self.transfer_id, job.file.rel)
             candidates = [(rng, sha) for rng, sha in recorded.values() if rng in job.ranges and sha]
             if not candidates:
                 continue
@@ -217,7 +217,7 @@ class Download(StoreTransfer):
             good = {rng.offset for (rng, sha), d in zip(candidates, got, strict=True) if d == sha}
             stale = set(recorded) - good
             if stale:
-                self.transfers.drop_ranges(self.transfer_id, job.file.rel, stale)
+                self.ledger.drop_ranges(self.transfer_id, job.file.rel, stale)
             job.written = good
 
     # ------------------------------------------------------------------ moving
@@ -284,8 +284,8 @@ class Download(StoreTransfer):
                 kind="failed",
             )
         job.written.add(rng.offset)
-        self.transfers.add_range(self.transfer_id, job.file.rel, rng, digest.hexdigest())
-        self.transfers.set_done_bytes(self.transfer_id, self._done_bytes())
+        self.ledger.add_range(self.transfer_id, job.file.rel, rng, digest.hexdigest())
+        self.ledger.set_done_bytes(self.transfer_id, self._done_bytes())
         if job.hasher is not None:
             await job.hasher.advance(complete_prefix(job.ranges, job.written))
 
@@ -306,7 +306,7 @@ class Download(StoreTransfer):
             dst_sha = await self._dst_hash(job.dst_part)
             bad = await self._bad_ranges(job)
         if bad or (expected is not None and dst_sha != expected):
-            self.transfers.drop_ranges(self.transfer_id, job.file.rel)
+            self.ledger.drop_ranges(self.transfer_id, job.file.rel)
             job.written.clear()
             why = (
                 f"{len(bad)} range(s) differ from what the store sent"
@@ -322,11 +322,11 @@ class Download(StoreTransfer):
         if not out.ok:
             raise describe_failure(f"{self.side.label}:{job.dst_final}", out, "renaming")
         source_sha = expected or dst_sha
-        self.transfers.set_file_state(self.transfer_id, job.file.rel, "done", source_sha, dst_sha)
-        self.transfers.drop_ranges(self.transfer_id, job.file.rel)
+        self.ledger.set_file_state(self.transfer_id, job.file.rel, "done", source_sha, dst_sha)
+        self.ledger.drop_ranges(self.transfer_id, job.file.rel)
         job.done = True
         self._done(job.label, self._where(job.dst_final), job.file.size, source_sha, dst_sha, False)
-        self.transfers.set_done_bytes(self.transfer_id, self._done_bytes())
+        self.ledger.set_done_bytes(self.transfer_id, self._done_bytes())
 
     async def _whole(self, job: DownloadJob) -> str:
         hasher, job.hasher = job.hasher, None
@@ -338,7 +338,7 @@ class Download(StoreTransfer):
 
     async def _bad_ranges(self, job: DownloadJob) -> list[Range]:
         """Ranges whose sha256 at the destination is not what the store sent for them."""
-        recorded = self.transfers.recorded_ranges(self.transfer_id, job.file.rel)
+        recorded = self.ledger.recorded_ranges(self.transfer_id, job.file.rel)
         got = await self._dst_ranges(job, job.ranges)
         bad = []
         for rng, d in zip(job.ranges, got, strict=True):
@@ -362,8 +362,8 @@ class Download(StoreTransfer):
                 await self.side.run(argv(REMOVE, *parts), timeout=30)
             except TransferError:
                 pass
-        for rel in self.transfers.files(self.transfer_id):
-            self.transfers.drop_ranges(self.transfer_id, rel)
+        for rel in self.ledger.files(self.transfer_id):
+            self.ledger.drop_ranges(self.transfer_id, rel)
 
 
 def _source_file(rel: str, info: ObjectInfo) -> SourceFile:

@@ -28,12 +28,7 @@ from dflash_tui.transfer.events import (
 )
 from dflash_tui.transfer.ledger import TransferLedger, TransferRecord
 from dflash_tui.transfer.results import FileResult, RelayOptions, TransferResult
-from dflash_tui.transfer.retry import (
-    record_done,
-    record_failure,
-    record_stopped,
-    retry_on_drop,
-)
+from dflash_tui.transfer.retry import attempt_to_end, record_done, record_failure
 from dflash_tui.transfer.s3.client import S3Store
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.state import UploadState
@@ -69,7 +64,7 @@ class StoreTransfer:
         record: TransferRecord | None,
     ) -> None:
         self.pool = pool
-        self.transfers = TransferLedger(conn)
+        self.ledger = TransferLedger(conn)
         self.uploads = UploadState(conn)
         self.src = src
         self.dst = dst
@@ -98,45 +93,30 @@ class StoreTransfer:
         if self.options.streams < 1 or self.range_bytes < 1:
             raise TransferError("streams and range size must be positive", kind="usage")
         if self.record is None:
-            self.transfer_id = self.transfers.create(
+            self.transfer_id = self.ledger.create(
                 str(self.src), str(self.dst), mode=MODE, keep_local=None,
                 range_bytes=self.range_bytes,
             )  # fmt: skip
         else:
-            self.transfers.claim(self.transfer_id)
+            self.ledger.claim(self.transfer_id)
         try:
-            await self._attempts()
-        except TransferError as exc:
-            await self._fail(exc)
-            raise
-        except BaseException:
-            await self._stop()
-            record_stopped(self.transfers, self.transfer_id)
-            raise
+            await attempt_to_end(
+                self.ledger, self.sink, self.transfer_id, self.options,
+                attempt=lambda first: self._attempt(first=first), stop=self._stop,
+                fail=self._fail, bytes_sent=lambda: self.bytes_sent,
+            )  # fmt: skip
         finally:
             self.client.close()
-        await self._stop()
         elapsed = time.monotonic() - self.started
         files = [self.results[label] for label in self.order if label in self.results]
         record_done(
-            self.transfers, self.sink, self.transfer_id, files=len(files),
+            self.ledger, self.sink, self.transfer_id, files=len(files),
             bytes_total=self.bytes_total, bytes_sent=self.bytes_sent, elapsed_s=elapsed,
         )  # fmt: skip
         return TransferResult(
             self.transfer_id, str(self.src), self.dst_label, MODE, files, self.bytes_total,
             self.bytes_sent, elapsed, self.resumed,
         )  # fmt: skip
-
-    async def _attempts(self) -> None:
-        """Run the transfer, retrying with backoff when a link drops."""
-        await retry_on_drop(
-            lambda first: self._attempt(first=first),
-            self._stop,
-            self.options,
-            self.sink,
-            self.transfer_id,
-            lambda: self.bytes_sent,
-        )
 
     async def _fail(self, exc: TransferError) -> None:
         await self._stop()
@@ -145,7 +125,7 @@ class StoreTransfer:
                 await self._cleanup()
             except TransferError:
                 pass
-        record_failure(self.transfers, self.sink, self.transfer_id, exc)
+        record_failure(self.ledger, self.sink, self.transfer_id, exc)
 
     # ------------------------------------------------------------------ for subclasses
 

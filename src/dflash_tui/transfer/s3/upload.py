@@ -119,10 +119,10 @@ class Upload(StoreTransfer):
         self.jobs = jobs
         self.order = [j.label for j in jobs]
         self.bytes_total = tree.total_bytes
-        self.transfers.set_totals(self.transfer_id, len(jobs), tree.total_bytes)
+        self.ledger.set_totals(self.transfer_id, len(jobs), tree.total_bytes)
         for job in jobs:
             f = job.file
-            if not self.transfers.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode):
+            if not self.ledger.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode):
                 await self._abort_recorded(f.rel)  # the source changed: start that file over
         heads = await limited_gather(HEAD_CONCURRENCY, *(self.client.head(j.key) for j in jobs))
         problems = []
@@ -205,7 +205,7 @@ class Upload(StoreTransfer):
         if head.size == job.file.size and head.sha256 == hashes.whole:
             self._done(job.label, job.dst_label, job.file.size, hashes.whole, hashes.whole, True)
             f = job.file
-            self.transfers.set_file_state(
+            self.ledger.set_file_state(
                 self.transfer_id, f.rel, "skipped", hashes.whole, hashes.whole
             )
             return True
@@ -266,8 +266,8 @@ class Upload(StoreTransfer):
                 kind="corrupt",
             )
         f = job.file
-        self.transfers.set_file_state(self.transfer_id, f.rel, "done", hashes.whole, head.sha256)
-        self.transfers.set_done_bytes(self.transfer_id, self._done_bytes())
+        self.ledger.set_file_state(self.transfer_id, f.rel, "done", hashes.whole, head.sha256)
+        self.ledger.set_done_bytes(self.transfer_id, self._done_bytes())
         self._done(job.label, job.dst_label, f.size, hashes.whole, head.sha256, False)
 
     def _done_bytes(self) -> int:
@@ -429,7 +429,7 @@ class Upload(StoreTransfer):
         for pending in self.uploads.all():
             if pending.store != self.client.name or pending.transfer_id == self.transfer_id:
                 continue
-            record = self.transfers.get(pending.transfer_id)
+            record = self.ledger.get(pending.transfer_id)
             if record is None or not record.unfinished:
                 await self.client.abort(pending.key, pending.upload_id)
                 self.uploads.forget(pending.upload_id)
