@@ -18,6 +18,7 @@ from dflash_tui.evals.results.pairs import calibration_pairs, default_suite, tau
 from dflash_tui.evals.results.schema import SchemaError, parse_results, validate_results
 from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.monitor.tau import calibrated_tau
+from tests.evals.boards import BOARD_CONFIG, RUN1
 
 
 def results_doc(
@@ -47,30 +48,16 @@ def results_doc(
     }
 
 
-CONFIG = """
-[console]
-results_dir = "results"
-state_dir = "state"
-[hosts.gpu]
-address = "127.0.0.1"
-[[runs]]
-name = "run1"
-host = "gpu"
-log = "train.log"
-[[checkpoints]]
-name = "zlab"
-host = "gpu"
-path = "/models/zlab"
-baseline = true
+CONFIG = (
+    BOARD_CONFIG
+    + RUN1
+    + """
 [[checkpoints]]
 name = "never-run"
 host = "gpu"
 path = "/models/never-run"
-[[suites]]
-name = "coding10"
-host = "gpu"
-cache = "/eval/coding10"
 """
+)
 
 
 @pytest.fixture

@@ -21,24 +21,10 @@ from dflash_tui.evals.results.served.formats import detect_format, read_served
 from dflash_tui.evals.results.served.record import ServedFormatError
 from dflash_tui.evals.results.store import ResultsStore
 from tests.evals import served_files as sf
+from tests.evals.boards import BOARD_CONFIG
 from tests.evals.test_results import results_doc
 
-CONFIG = """
-[console]
-results_dir = "results"
-state_dir = "state"
-[hosts.gpu]
-address = "127.0.0.1"
-[[checkpoints]]
-name = "zlab"
-host = "gpu"
-path = "/models/zlab"
-baseline = true
-[[suites]]
-name = "coding10"
-host = "gpu"
-cache = "/eval/coding10"
-"""
+CONFIG = BOARD_CONFIG
 
 
 # --------------------------------------------------------------------------- readers

@@ -20,27 +20,9 @@ from dflash_tui.core.config import parse_config
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.results.schema import SchemaError, validate_results
 from dflash_tui.evals.results.store import ResultsStore
+from tests.evals.boards import BOARD_CONFIG, RUN1
 
-CONFIG = """
-[console]
-results_dir = "results"
-state_dir = "state"
-[hosts.gpu]
-address = "127.0.0.1"
-[[runs]]
-name = "run1"
-host = "gpu"
-log = "train.log"
-[[checkpoints]]
-name = "zlab"
-host = "gpu"
-path = "/models/zlab"
-baseline = true
-[[suites]]
-name = "coding10"
-host = "gpu"
-cache = "/eval/coding10"
-"""
+CONFIG = BOARD_CONFIG + RUN1
 
 
 def doc(
