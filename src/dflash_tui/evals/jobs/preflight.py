@@ -17,7 +17,6 @@ import asyncio
 import json
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_tui.checkpoints import CheckpointError, CheckpointSummary, inspect_remote
@@ -71,18 +70,7 @@ class PreflightRefused(Exception):
         super().__init__("\n".join(lines))
 
 
-@dataclass(frozen=True)
-class PreflightReport:
-    """What was checked, for the job's detail line and the tests."""
-
-    drafter: str
-    cache: str
-    checks: tuple[str, ...]
-
-
-async def preflight(
-    pool: HostPool, ref: CheckpointRef, suite: SuiteConfig, host: str
-) -> PreflightReport:
+async def preflight(pool: HostPool, ref: CheckpointRef, suite: SuiteConfig, host: str) -> None:
     """Check `ref` against `suite` as evaluated on `host`; PreflightRefused lists the problems.
 
     RemoteError (a host down) and CheckpointError (an unreadable checkpoint) pass through.
@@ -103,17 +91,14 @@ async def preflight(
     for line in drafter_summary.problems:
         if line not in problems.items:
             problems.add(line)
-    checks = ["config", "tensor shapes"]
     if cfg is not None:
         cache_problems(cfg, fc_width(shapes), cache, problems)
-        checks.append(f"against {cache.where}")
     if problems:
         raise PreflightRefused(
             f"{where} cannot be scored on suite {suite.name!r} ({host}:{suite.cache}):",
             problems.items,
             problems.hints,
         )
-    return PreflightReport(where, f"{host}:{suite.cache}", tuple(checks))
 
 
 async def read_cache_facts(pool: HostPool, host: str, suite: SuiteConfig) -> CacheFacts:
@@ -255,4 +240,4 @@ async def _target_head(pool: HostPool, host: str, path: str) -> CacheFacts:
     return _head_facts(shapes, EMBED_NAMES, LM_HEAD_NAMES, where)
 
 
-__all__ = ["REFUSED", "PreflightRefused", "PreflightReport", "preflight", "read_cache_facts"]
+__all__ = ["REFUSED", "PreflightRefused", "preflight", "read_cache_facts"]
