@@ -17,7 +17,7 @@ from safetensors import safe_open
 
 from dflash_tui.demo.synthetic import save_safetensors
 from tests.evals.conftest import Assets, place
-from tests.harness.foreign_layouts import read_samples, write_specforge
+from tests.harness.foreign_layouts import read_samples, write_specforge, write_speculators
 from tests.testbed import SshdHost
 
 
@@ -53,13 +53,21 @@ def test_eval_on_a_specforge_suite_scores_like_the_dflash_cache(
     tmp_path: Path,
 ) -> None:
     gpu = sshd_factory("gpu")
-    _, samples, _ = read_samples(assets.cache)
+    manifest, samples, _ = read_samples(assets.cache)
     local = tmp_path / "assets"
     paths = {
         "zlab": place(assets.teacher, gpu, "models/zlab"),
         "cache": place(assets.cache, gpu, "eval/coding"),
         "specforge": place(write_specforge(samples, local / "sf", compress=True), gpu, "eval/sf"),
         "target": place(_write_target(local / "target", assets.cache), gpu, "models/target"),
+        # speculators: the two feature layers, then the last layer launch_vllm.py appends
+        "speculators": place(
+            write_speculators(
+                samples, local / "spec", hidden=manifest["hidden_size"], order=[0, 1]
+            ),
+            gpu,
+            "eval/spec",
+        ),
     }
     extra = f"""
 [[checkpoints]]
@@ -83,6 +91,22 @@ cache_layer_ids = [1, 3]
 device = "cpu"
 
 [[suites]]
+name = "coding-spec"
+host = "gpu"
+cache = "{paths["speculators"]}"
+target = "gpu:{paths["target"]}"
+cache_layer_ids = [2, 4, 6]
+device = "cpu"
+
+[[suites]]
+name = "coding-spec-two-ids"
+host = "gpu"
+cache = "{paths["speculators"]}"
+target = "gpu:{paths["target"]}"
+cache_layer_ids = [2, 4]
+device = "cpu"
+
+[[suites]]
 name = "coding-sf-lost-target"
 host = "gpu"
 cache = "{paths["specforge"]}"
@@ -97,16 +121,28 @@ device = "cpu"
         return subprocess.run(argv, capture_output=True, text=True, timeout=180)
 
     results = {}
-    for suite in ("coding", "coding-sf"):
+    for suite in ("coding", "coding-sf", "coding-spec"):
         out = cli("eval", "zlab", suite, "--wait")
         assert out.returncode == 0, out.stdout + out.stderr
         (found,) = (config.parent / "results" / suite).glob("zlab__*/eval_results.json")
         results[suite] = json.loads(found.read_text())
-    sf, base = results["coding-sf"], results["coding"]
-    assert sf["n_anchors"] == base["n_anchors"] > 0
-    assert sf["metrics"] == base["metrics"]
+    sf, spec, base = results["coding-sf"], results["coding-spec"], results["coding"]
+    assert sf["n_anchors"] == spec["n_anchors"] == base["n_anchors"] > 0
+    assert sf["metrics"] == spec["metrics"] == base["metrics"]
     assert list(sf["tasks"]) == [f"data_{i}" for i in range(len(samples))]
+    assert list(spec["tasks"]) == [f"hs_{i}" for i in range(len(samples))]
+    assert list(sf["tasks"].values()) == list(spec["tasks"].values())
     assert list(sf["tasks"].values()) == list(base["tasks"].values())
+
+    # A suite naming two layers of a cache that holds three per token is refused by the
+    # preflight, from the first sample's header, before a job exists on the host.
+    jobs_dir = gpu.home / ".cache" / "dflash-tui" / "jobs"
+    jobs_before = sorted(jobs_dir.iterdir())
+    out = cli("eval", "zlab", "coding-spec-two-ids", "--wait")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "refused before copying anything" in out.stdout + out.stderr
+    assert "holds 3 layers per token, the suite's cache_layer_ids name 2" in out.stdout + out.stderr
+    assert sorted(jobs_dir.iterdir()) == jobs_before
 
     # A target that is not on the host is caught before anything starts there.
     out = cli("eval", "zlab", "coding-sf-lost-target", "--wait")
