@@ -211,8 +211,8 @@ def test_a_build_stopped_by_sigterm_leaves_whole_files_and_resumes(
         tmp_path / "p.jsonl", [{"name": f"s{i}", "input_ids": [3 + i, 4, 5]} for i in range(3)]
     )
     args = build_args(tiny_target, tmp_path / "cache", prompts, **{"--max-new-tokens": "100"})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dflash_tui.shipped.cachebuild", *args, "--device", "cpu"],
+    proc = subprocess.Popen(  # by the command DESIGN §4.10 names (evals/cachebuild/__main__.py)
+        [sys.executable, "-m", "dflash_tui.evals.cachebuild", *args, "--device", "cpu"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
