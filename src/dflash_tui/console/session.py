@@ -16,8 +16,11 @@ Events a subscriber gets, on the event loop that runs the session:
   a serving run's acceptance length fell well below its recent level
   (once per transition; `ring` is False for the first thing ever seen about a
   run or host, which is news but not a change);
-- `TransfersChanged`: a transfer started, progressed, finished or failed;
-- `JobsChanged`: an eval job was queued, moved on, finished or was cancelled;
+- `TransfersChanged`: a transfer started, progressed, finished or failed (one
+  another process runs: started or ended, seen in the state database within
+  JOBS_POLL_S);
+- `JobsChanged`: an eval job was queued, moved on, finished or was cancelled
+  (here or, seen at the next poll, in another process);
 - `LeaderboardChanged`: results were collected or a baseline was marked.
 
 Eval jobs: the session polls unfinished jobs on their hosts (one command per
@@ -86,6 +89,25 @@ class SessionAPI(Protocol):
     def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]: ...
     def watch_lines(self, run: str | None) -> None: ...
     def transfers(self) -> tuple[TransferView, ...]: ...
+    async def _transfers_loop(self) -> None:
+        """Tell subscribers about transfers another process started or ended (a `dflash-tui
+        relay` in another pane, another console): this session's own relays report as they
+        run, but one run elsewhere is only in the state database. Its rows are compared
+        every JOBS_POLL_S (the state and the end; progress is not news)."""
+        from dflash_tui.transfer import list_transfers
+
+        seen: dict[str, tuple[Any, ...]] | None = None
+        while True:
+            try:
+                records = list_transfers(self._state_db(), limit=50)
+                now = {r.id: (r.state, r.finished_at) for r in records}
+                for transfer_id in changed_since(seen, now):
+                    self._emit(TransfersChanged(transfer_id))
+                seen = now
+            except (OSError, sqlite3.Error) as exc:
+                log.warning("cannot read transfers: %s", exc)
+            await asyncio.sleep(JOBS_POLL_S)
+
     async def relay(self, src: str, dst: str) -> str: ...
     async def complete_path(self, host: str | None, prefix: str) -> list[str]: ...
     @property
@@ -175,6 +197,7 @@ class ConsoleSession:
             self._tasks.append(loop.create_task(self._guarded(name, factory), name=name))
         if self.config.stores:
             self._tasks.append(loop.create_task(self._stores_loop(), name="stores:probe"))
+        self._tasks.append(loop.create_task(self._transfers_loop(), name="transfers:elsewhere"))
 
     def after_start(self, name: str, factory: Callable[[], Awaitable[None]]) -> None:
         """Run `factory()` as a task of the session once it has started (cancelled by
@@ -587,10 +610,8 @@ class ConsoleSession:
         they happen, but a job finished elsewhere never passes through it. Returns what
         was seen, for the next call; the first call only records."""
         now = {j.id: (j.state, j.updated_at, j.collected_at) for j in jobs}
-        if before is not None:
-            for job_id, state in now.items():
-                if before.get(job_id) != state:
-                    self._emit(JobsChanged(job_id))
+        for job_id in changed_since(before, now):
+            self._emit(JobsChanged(job_id))
         return now
 
     def _complete_checkpoints(self) -> list[Any]:
@@ -632,6 +653,25 @@ class ConsoleSession:
             records = []
         return self._transfers.views(records)
 
+    async def _transfers_loop(self) -> None:
+        """Tell subscribers about transfers another process started or ended (a `dflash-tui
+        relay` in another pane, another console): this session's own relays report as they
+        run, but one run elsewhere is only in the state database. Its rows are compared
+        every JOBS_POLL_S (the state and the end; progress is not news)."""
+        from dflash_tui.transfer import list_transfers
+
+        seen: dict[str, tuple[Any, ...]] | None = None
+        while True:
+            try:
+                records = list_transfers(self._state_db(), limit=50)
+                now = {r.id: (r.state, r.finished_at) for r in records}
+                for transfer_id in changed_since(seen, now):
+                    self._emit(TransfersChanged(transfer_id))
+                seen = now
+            except (OSError, sqlite3.Error) as exc:
+                log.warning("cannot read transfers: %s", exc)
+            await asyncio.sleep(JOBS_POLL_S)
+
     async def relay(self, src: str, dst: str) -> str:
         """Copy `src` to `dst` (`host:path` or local), verified; returns the transfer id.
 
@@ -670,6 +710,16 @@ class ConsoleSession:
                     raise CompletionError(f"store {host}: {exc}") from None
             found = await complete_path(self.pool, host, prefix, limit=LISTING_LIMIT)
             return [c.text for c in found]
+
+
+def changed_since(
+    before: dict[str, tuple[Any, ...]] | None, now: dict[str, tuple[Any, ...]]
+) -> list[str]:
+    """The ids whose state differs in `now` from `before` (new ones included); none on the
+    first look (`before` None), which only records what is already there."""
+    if before is None:
+        return []
+    return [key for key, state in now.items() if before.get(key) != state]
 
 
 __all__ = ["ConsoleSession", "SessionAPI"]
