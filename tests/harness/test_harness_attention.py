@@ -229,6 +229,9 @@ def test_use_sliding_window_false_makes_sliding_layers_full():
     kept = parse_config({**RAW, "use_sliding_window": True}, "config.json")
     assert kept.layer_types == ("sliding_attention", "full_attention") and kept.sliding_window == 2
     assert parse_config(RAW, "config.json").windowless_layers == 0  # absent: the layer types
+    # ... unless the model type's config class defaults it to false and drops the window
+    absent = parse_config({**RAW, "model_type": "qwen3"}, "config.json")
+    assert absent.layer_types == cfg.layer_types and absent.windowless_layers == 1
     with pytest.raises(InputError, match="use_sliding_window: expected true or false"):
         parse_config({**RAW, "use_sliding_window": "no"}, "config.json")
 
@@ -253,6 +256,6 @@ def test_use_sliding_window_false_scores_as_full_attention_and_says_so(capsys, p
     assert windowless["attention"]["sliding_layers"] == 0
     notes = [e["message"] for e in result.events if e["event"] == "note"]
     assert notes == [
-        "--sliding causal changes nothing: use_sliding_window is false, so the drafter's 2 "
+        "--sliding causal changes nothing: use_sliding_window is not true, so the drafter's 2 "
         "sliding_attention layer(s) attend as full_attention layers do"
     ]

@@ -75,6 +75,8 @@ DRAFTERS = {
     ),
     "sliding_causal": ("mask_pull", {**SLIDING, "use_sliding_window": True}, "causal"),
     "use_sliding_window_false": ("mask_pull", {**SLIDING, "use_sliding_window": False}, None),
+    # no key: Qwen3Config's default (false) drops the window too, for z-lab's model
+    "use_sliding_window_absent": ("mask_pull", SLIDING, None),
 }
 
 

@@ -221,6 +221,8 @@ def write_drafter(
             "vocab_size": vocab_size,
             "layer_types": layer_types,
             "sliding_window": sliding_window if sliding else None,
+            # Qwen3Config drops the window unless this is true (z-lab's model runs none)
+            "use_sliding_window": bool(sliding),
             "num_target_layers": num_target_layers,
             "tie_word_embeddings": False,
         }

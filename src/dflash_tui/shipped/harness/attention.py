@@ -21,8 +21,9 @@ target features strictly before the anchor (and inside the window).
 A config with ``use_sliding_window: false`` has no window at all: its
 ``sliding_attention`` layers attend as ``full_attention`` layers do, because
 transformers' Qwen3Config then drops ``sliding_window`` and z-lab's model runs
-full attention there. ``rules.parse_config`` turns them into full layers; the
-results record how many (``windowless_layers``).
+full attention there. A ``qwen2``/``qwen3`` config without the key is the same
+(the class's default is false). ``rules.parse_config`` turns them into full
+layers; the results record how many (``windowless_layers``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Attention:
     source: str  # "default", "--sliding" or "config.json <key>"
     sliding_layers: int = 0
     requested: str | None = None  # the operator's --sliding when the config overrode it
-    # sliding_attention layers run as full_attention ones because use_sliding_window is false
+    # sliding_attention layers run as full_attention ones: use_sliding_window is not true
     windowless_layers: int = 0
 
     def causal(self, layer_type: str) -> bool:
@@ -65,7 +66,7 @@ class Attention:
             )
         if self.windowless_layers and not self.sliding_layers and self.source == "--sliding":
             return (
-                f"--sliding {self.sliding} changes nothing: use_sliding_window is false, so the "
+                f"--sliding {self.sliding} changes nothing: use_sliding_window is not true, so the "
                 f"drafter's {self.windowless_layers} sliding_attention layer(s) attend as "
                 "full_attention layers do"
             )

@@ -43,6 +43,10 @@ Shapes = Mapping[str, tuple[str, tuple[int, ...]]]
 
 FULL = "full_attention"
 SLIDING = "sliding_attention"
+# Config classes whose use_sliding_window defaults to false and that drop sliding_window
+# unless it is true (transformers' Qwen2Config, Qwen3Config): a drafter config of these
+# model types without the key runs no window in z-lab's model, whatever its layer_types say.
+WINDOW_DEFAULT_OFF = ("qwen2", "qwen3")
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class DrafterConfig:
     final_logit_softcapping: float | None = None
     causal: bool | None = None  # the config's own causality (is_causal / dflash_config.causal)
     causal_key: str | None = None  # the key it came from
-    # sliding_attention layers that attend as full_attention ones: use_sliding_window is false
+    # sliding_attention layers that attend as full_attention ones: use_sliding_window is not true
     windowless_layers: int = 0
 
     @property
@@ -165,6 +169,8 @@ def parse_config(raw: dict[str, Any], source: str) -> DrafterConfig:
     use_window = _lookup(raw, "use_sliding_window")
     if use_window is not None and not isinstance(use_window, bool):
         p.add(f"use_sliding_window: expected true or false, found {use_window!r}")
+    if use_window is None and raw.get("model_type") in WINDOW_DEFAULT_OFF:
+        use_window = False  # the config class's default: no key is no window (as z-lab runs it)
     windowless = 0
     if use_window is False and SLIDING in types:
         # transformers' Qwen3Config keeps sliding_window only when use_sliding_window is
