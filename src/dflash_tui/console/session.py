@@ -89,25 +89,6 @@ class SessionAPI(Protocol):
     def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]: ...
     def watch_lines(self, run: str | None) -> None: ...
     def transfers(self) -> tuple[TransferView, ...]: ...
-    async def _transfers_loop(self) -> None:
-        """Tell subscribers about transfers another process started or ended (a `dflash-tui
-        relay` in another pane, another console): this session's own relays report as they
-        run, but one run elsewhere is only in the state database. Its rows are compared
-        every JOBS_POLL_S (the state and the end; progress is not news)."""
-        from dflash_tui.transfer import list_transfers
-
-        seen: dict[str, tuple[Any, ...]] | None = None
-        while True:
-            try:
-                records = list_transfers(self._state_db(), limit=50)
-                now = {r.id: (r.state, r.finished_at) for r in records}
-                for transfer_id in changed_since(seen, now):
-                    self._emit(TransfersChanged(transfer_id))
-                seen = now
-            except (OSError, sqlite3.Error) as exc:
-                log.warning("cannot read transfers: %s", exc)
-            await asyncio.sleep(JOBS_POLL_S)
-
     async def relay(self, src: str, dst: str) -> str: ...
     async def complete_path(self, host: str | None, prefix: str) -> list[str]: ...
     @property
