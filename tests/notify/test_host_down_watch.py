@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from dflash_tui.notify import Notice, Outcome
 from tests.conftest import _require_sshd
 from tests.demo_on_sshd import sshd_server_factory
 from tests.notify.hookserver import HookServer
+from tests.notify.watch_process import start_watch
 from tests.waiting import async_wait_until
 
 REFRESH_S = 0.5
@@ -55,13 +54,7 @@ async def test_host_down_and_back_is_one_message_each(tmp_path: Path, hook: Hook
                 load_config(config), auto_eval=False, on_notice=lambda n, o: seen.append((n, o))
             )
             log = tmp_path / "watch.log"
-            with log.open("wb") as out:
-                watch = subprocess.Popen(
-                    [sys.executable, "-m", "dflash_tui", "watch", "--config", str(config)],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                )
+            watch = start_watch(config, log, env)
             try:
                 await session.start()
                 assert session.notify_error is None

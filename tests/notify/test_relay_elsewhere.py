@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.notify.hookserver import HookServer
+from tests.notify.watch_process import start_watch
 from tests.testbed import SshdHost
 from tests.transfer.conftest import random_file
 from tests.waiting import wait_until
@@ -34,12 +35,7 @@ def test_a_relay_finished_in_another_process_is_one_message(
     )
     random_file(a.home / "ckpt" / "model.safetensors", 2 * MIB)
     log = tmp_path / "watch.log"
-    with log.open("wb") as out:
-        watch = subprocess.Popen(
-            [sys.executable, "-m", "dflash_tui", "watch", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    watch = start_watch(config, log)
     try:
         wait_until(lambda: "watch: " in log.read_text(), "watch to start", seen=log.read_text)
         relay = subprocess.run(

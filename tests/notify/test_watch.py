@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 
 from dflash_tui.demo.cluster import DemoCluster, DemoRun
 from tests.notify.hookserver import HookServer
+from tests.notify.watch_process import start_watch
 from tests.waiting import wait_until
 
 REFRESH_S = 0.5
@@ -25,16 +24,6 @@ STALL_AFTER_S = 5.0
 SECRET = "tok-wAtCh9137secret"
 
 pytestmark = pytest.mark.slow
-
-
-def start_watch(config: Path, out: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    with out.open("wb") as f:
-        return subprocess.Popen(
-            [sys.executable, "-m", "dflash_tui", "watch", "--config", str(config)],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
 
 
 def test_a_killed_run_sends_one_message(tmp_path: Path, hook: HookServer) -> None:
