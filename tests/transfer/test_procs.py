@@ -7,11 +7,13 @@ import asyncio
 import hashlib
 import importlib
 import os
+import sys
+import threading
 from pathlib import Path
 
 from dflash_tui.transfer import RelayOptions, relay
 from dflash_tui.transfer.hosts import procs as procs_module
-from tests.transfer.conftest import part_files, random_file, relay_env
+from tests.transfer.conftest import cut_connections, part_files, random_file, relay_env
 
 MIB = 1 << 20
 SIZE = 40 * MIB + 11
@@ -152,34 +154,52 @@ async def test_the_cli_moves_pieces_through_workers_as_told(
 
 
 async def test_a_drop_under_worker_processes_is_retried_and_resends_little(
-    sshd_factory, write_config, monkeypatch
+    sshd_factory, write_config, monkeypatch, tmp_path
 ) -> None:
     """Every connection to the source (the workers' too) is cut mid-way: the relay retries,
     resumes each stripe from where it landed and ends verified."""
-    from dflash_tui.transfer import Retrying
-    from tests.transfer.test_resume import RANGE, _killer
+    from dflash_tui.transfer import FileProgress, Retrying
+    from tests.transfer.test_resume import RANGE
 
     _small_split(monkeypatch)
     runs = _record_runs(monkeypatch)
     a, b = sshd_factory("a"), sshd_factory("b")
-    config = write_config({"a": a, "b": b})
+    # Each of the source's streams stops at 2 MiB until the cut has been made: workers
+    # read ahead of what the engine hears from them, and on a busy machine the engine
+    # could hear of the first MiB after the last byte was read (no retry needed then).
+    gate = tmp_path / "cut-made"
+    held = [sys.executable, str(Path(__file__).with_name("gate_wrapper.py")), str(gate),
+            str(2 * MIB), "--"]  # fmt: skip
+    config = write_config({"a": (a, {"exec_prefix": held}), "b": b})
     size = 48 * MIB
     sha = random_file(a.home / "big.bin", size)
     events: list = []  # type: ignore[type-arg]
-    # at the first progress the workers report: they read the source ahead of what they
-    # report (their own processes, the SSH windows), so a later cut can land after the
-    # last byte was read and need no retry
-    on_event, killed = _killer(a, events, 1)
+    killed: list[int] = []
+
+    def on_event(event) -> None:  # type: ignore[no-untyped-def]
+        events.append(event)
+        if isinstance(event, FileProgress) and event.bytes_done > 0 and not killed:
+            killed.append(event.bytes_done)
+            cut_connections(a)
+            gate.touch()
+
+    # Should no progress ever come, the streams are let go so the test fails, not hangs.
+    let_go = threading.Timer(60, gate.touch)
+    let_go.start()
     options = RelayOptions(
         range_bytes=RANGE, streams=3, retries=5, backoff_base_s=0.1, progress_interval_s=0,
         worker_processes=True,
     )  # fmt: skip
-    async with relay_env(config) as (pool, conn):
-        result = await relay(
-            pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin",
-            options=options, on_event=on_event,
-        )  # fmt: skip
-    assert runs and killed and any(isinstance(e, Retrying) for e in events)
+    try:
+        async with relay_env(config) as (pool, conn):
+            result = await relay(
+                pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin",
+                options=options, on_event=on_event,
+            )  # fmt: skip
+    finally:
+        let_go.cancel()
+    assert killed, "no progress came while the source's streams were held"
+    assert runs and any(isinstance(e, Retrying) for e in events)
     assert (
         _sha(b.home / "big.bin") == sha == result.files[0].sha256_src == result.files[0].sha256_dst
     )
