@@ -8,7 +8,8 @@ the task is done (or a deadline passes). Waiting uses `asyncio.wait`, which
 never suppresses the caller's own cancellation. The tasks' own errors no longer
 matter once they are stopped: they are read, so asyncio does not report them later.
 
-Used by the monitor's tails and probes and by the relay's movers.
+Used by the monitor's tails and probes and by the relay's movers; `run_all` runs the
+workers of both transfer engines.
 """
 
 from __future__ import annotations
@@ -42,3 +43,17 @@ async def cancel_and_wait(
         for task in done:
             if not task.cancelled():
                 task.exception()  # read: a stopped task's error is not news
+
+
+async def run_all(coros: list) -> None:  # type: ignore[type-arg]
+    """Run coroutines together; the first failure cancels the rest (`cancel_and_wait`)
+    and is raised."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            exc = task.exception()
+            if exc is not None:
+                raise exc
+    finally:
+        await cancel_and_wait(tasks)  # type: ignore[arg-type]

@@ -177,8 +177,9 @@ class _Report:
 
 async def _work() -> None:
     from dflash_tui.core.config import load_config
+    from dflash_tui.core.tasks import run_all
     from dflash_tui.remote.pool import HostPool
-    from dflash_tui.transfer.hosts.streams import StreamWorker, run_all
+    from dflash_tui.transfer.hosts.streams import StreamWorker
     from dflash_tui.transfer.sides import RemoteSide
 
     loop = asyncio.get_running_loop()

@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dflash_tui.core.tasks import cancel_and_wait
+from dflash_tui.core.tasks import cancel_and_wait, run_all
 from dflash_tui.transfer import destination, trace
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
@@ -46,7 +46,6 @@ from dflash_tui.transfer.hosts.streams import (
     Rename,
     StreamWorker,
 )
-from dflash_tui.transfer.hosts.streams import run_all as _run_all
 from dflash_tui.transfer.ledger import TransferLedger, TransferRecord
 from dflash_tui.transfer.movers import RangeMover, RangeTask
 from dflash_tui.transfer.plan import (
@@ -606,7 +605,7 @@ class HostRelay:
             else:
                 await workers[0].close()
             if runs:
-                await _run_all(runs)
+                await run_all(runs)
             trace.mark("streamed")
         except PartTooShort:
             for job in pending:  # someone cut NAME.part short: those files start over
@@ -879,7 +878,7 @@ class HostRelay:
                 await self._finish_file(job)
 
         count = min(self.options.streams, max(1, queue.qsize()))
-        await _run_all([worker() for _ in range(count)])
+        await run_all([worker() for _ in range(count)])
 
     async def _start_hashes(self, job: Job) -> None:
         """Both whole-file sha256s are computed while the file's ranges move.

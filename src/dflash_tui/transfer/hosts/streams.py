@@ -24,7 +24,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dflash_tui.core.tasks import cancel_and_wait
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.plan import describe_failure
 from dflash_tui.transfer.scripts import DST_STREAM, SRC_STREAM, argv
@@ -397,19 +396,6 @@ class StreamWorker:
         except TransferError as exc:
             return exc
         return ConnectionLost(self.dst.label, f"the destination stopped in {piece.dst_part}")
-
-
-async def run_all(coros: list) -> None:  # type: ignore[type-arg]
-    """Run coroutines together; the first failure cancels the rest and is raised."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in done:
-            exc = task.exception()
-            if exc is not None:
-                raise exc
-    finally:
-        await cancel_and_wait(tasks)  # type: ignore[arg-type]
 
 
 async def _close_or_lost(writer: SideStream) -> None:

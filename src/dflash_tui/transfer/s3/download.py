@@ -22,6 +22,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tui.core.tasks import run_all
 from dflash_tui.transfer import destination
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
@@ -35,7 +36,7 @@ from dflash_tui.transfer.plan import (
 )
 from dflash_tui.transfer.s3.client import ObjectInfo
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
-from dflash_tui.transfer.s3.engine import Planned, StoreTransfer, limited_gather, run_workers
+from dflash_tui.transfer.s3.engine import Planned, StoreTransfer, limited_gather
 from dflash_tui.transfer.scripts import DST_RANGE, FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
 from dflash_tui.transfer.sides import Output, Side, make_side
 from dflash_tui.transfer.verify import Range, parse_dd_report, parse_hash_line, split_ranges
@@ -243,7 +244,7 @@ class Download(StoreTransfer):
                         continue
                 await self._finish(job)
 
-        await run_workers(min(self.options.streams, max(1, len(queue))), worker)
+        await run_all([worker() for _ in range(min(self.options.streams, max(1, len(queue))))])
 
     async def _get(self, job: DownloadJob, rng: Range) -> None:
         """One ranged GET into a `dd` writing NAME.part at the range's offset."""

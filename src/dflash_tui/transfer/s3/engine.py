@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -188,22 +188,3 @@ async def limited_gather(limit: int, *calls: Awaitable[T]) -> list[T]:
             return await call
 
     return list(await asyncio.gather(*(one(c) for c in calls)))
-
-
-async def run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None:
-    """Run `count` copies of `worker()`; the first failure cancels the rest and is raised."""
-    tasks = [asyncio.ensure_future(worker()) for _ in range(count)]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in done:
-            exc = task.exception()
-            if exc is not None:
-                raise exc
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except BaseException:
-                pass

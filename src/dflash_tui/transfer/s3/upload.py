@@ -27,13 +27,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tui.core.tasks import run_all
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.movers import READ_BYTES
 from dflash_tui.transfer.plan import SourceFile, describe_failure, walk_source
 from dflash_tui.transfer.s3.client import SHA256_METADATA, ObjectInfo
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
-from dflash_tui.transfer.s3.engine import Planned, StoreTransfer, limited_gather, run_workers
+from dflash_tui.transfer.s3.engine import Planned, StoreTransfer, limited_gather
 from dflash_tui.transfer.s3.scripts import HASH_PARTS
 from dflash_tui.transfer.scripts import SRC_RANGE, argv
 from dflash_tui.transfer.sides import Output, Side, make_side
@@ -341,7 +342,7 @@ class Upload(StoreTransfer):
                 self.uploads.add_part(upload_id, number, out["ETag"], sha, rng.length)
                 done[number] = (out["ETag"], sha)
 
-        await run_workers(min(self.options.streams, max(1, len(queue))), worker)
+        await run_all([worker() for _ in range(min(self.options.streams, max(1, len(queue))))])
         parts = [
             {"PartNumber": n, "ETag": done[n][0], "ChecksumSHA256": b64(done[n][1])}
             for n in sorted(done)
