@@ -189,6 +189,17 @@ _md.version, _md.distribution = version, distribution
 """
 
 
+def stop_server(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    """Stop `vllm serve` and its children (its own session): TERM, then KILL after 30 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -335,13 +346,7 @@ def main() -> int:
             console_read(text)
         return 0
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_server(proc)
 
 
 def console_read(text: str) -> None:

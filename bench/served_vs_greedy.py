@@ -51,7 +51,6 @@ import json
 import math
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -360,13 +359,7 @@ def serve_and_measure(args, target: Path, drafter: Path, eval_ids, work: Path) -
             before = after
         return out
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        sv.stop_server(proc)
 
 
 def main() -> int:
