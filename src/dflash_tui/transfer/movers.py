@@ -20,14 +20,13 @@ from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.hosts import direct as direct_mode
 from dflash_tui.transfer.plan import describe_failure
 from dflash_tui.transfer.scripts import DIRECT_RANGE, DST_RANGE, SRC_RANGE, argv
-from dflash_tui.transfer.sides import Output, Side, SideStream
+from dflash_tui.transfer.sides import Output, Side, SideStream, writer_exit
 from dflash_tui.transfer.verify import DdReport, Range, parse_dd_report
 
 if TYPE_CHECKING:
     from dflash_tui.remote.pool import HostPool
 
 READ_BYTES = 1 << 20
-WRITER_EXIT_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -134,12 +133,11 @@ class RangeMover:
         self, writer: SideStream, dst_err: asyncio.Future[bytes], task: RangeTask
     ) -> TransferError:
         """The destination stopped reading: its command failed (disk full...) or the link broke."""
-        try:
-            err = await asyncio.wait_for(asyncio.shield(dst_err), WRITER_EXIT_WAIT_S)
-            status = await asyncio.wait_for(writer.wait(), 2.0)
-        except (ConnectionLost, asyncio.TimeoutError):
+        ended = await writer_exit(writer, dst_err)
+        if ended is None:
             return ConnectionLost(self.dst.label, "connection lost while writing")
-        report = parse_dd_report(err.decode("utf-8", "replace"))
+        text, status = ended
+        report = parse_dd_report(text)
         if status is None or (status == 0 and not report.errors):
             return ConnectionLost(self.dst.label, "connection lost while writing")
         return describe_failure(

@@ -252,3 +252,20 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 def make_side(pool: HostPool, host: str | None) -> Side:
     """The Side for an endpoint's host (None: this machine)."""
     return LocalSide() if host is None else RemoteSide(pool, host)
+
+
+# How long a destination that stopped reading has to say why (its stderr and exit status).
+WRITER_EXIT_WAIT_S = 5.0
+
+
+async def writer_exit(
+    writer: SideStream, err: asyncio.Future[bytes]
+) -> tuple[str, int | None] | None:
+    """A destination command that stopped reading: its stderr and exit status, or None when
+    the link broke (the connection went, or no answer within WRITER_EXIT_WAIT_S)."""
+    try:
+        text = await asyncio.wait_for(asyncio.shield(err), WRITER_EXIT_WAIT_S)
+        status = await asyncio.wait_for(writer.wait(), 2.0)
+    except (ConnectionLost, asyncio.TimeoutError):
+        return None
+    return text.decode("utf-8", "replace"), status

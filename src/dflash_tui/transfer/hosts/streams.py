@@ -27,13 +27,12 @@ from typing import Protocol
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.plan import describe_failure
 from dflash_tui.transfer.scripts import DST_STREAM, SRC_STREAM, argv
-from dflash_tui.transfer.sides import Output, Side, SideStream
+from dflash_tui.transfer.sides import WRITER_EXIT_WAIT_S, Output, Side, SideStream, writer_exit
 
 READ_BYTES = 1 << 20
 AHEAD_BYTES = 16 << 20  # asked of the source beyond the piece being forwarded
 AHEAD_PIECES = 8  # enough to hide a round trip per file; more starves the other workers
 SHA_HEX = 64
-WRITER_EXIT_WAIT_S = 5.0
 LAST_ACKS_WAIT_S = 2.0
 NO_PYTHON = 127
 PART_TOO_SHORT = 4
@@ -385,12 +384,10 @@ class StreamWorker:
         self, writer: SideStream, dst_err: asyncio.Future[bytes], piece: Piece
     ) -> TransferError:
         """The destination stopped reading: its command failed (disk full...) or the link broke."""
-        try:
-            err = await asyncio.wait_for(asyncio.shield(dst_err), WRITER_EXIT_WAIT_S)
-            status = await asyncio.wait_for(writer.wait(), 2.0)
-        except (ConnectionLost, asyncio.TimeoutError):
+        ended = await writer_exit(writer, dst_err)
+        if ended is None:
             return ConnectionLost(self.dst.label, "connection lost while writing")
-        text = err.decode("utf-8", "replace")
+        text, status = ended
         try:
             self._check_exit(self.dst, status, text, "writing")
         except TransferError as exc:
