@@ -118,10 +118,14 @@ class MainScreen(Guarded, Screen[None]):
 
     def panes(self) -> Iterator[PaneMixin]:
         """The panes mounted now: none while a resize recomposes the screen (it is
-        refilled in full afterwards), which a screen resuming may meet (the monkey did)."""
+        refilled in full afterwards), which a screen resuming may meet (the monkey did).
+        A pane is skipped until its own children are mounted (`is_mounted` comes after
+        its compose) and once its removal has begun (Textual marks the whole subtree
+        `_pruning` at once, then removes the children first): either way its parts are
+        not all there to draw into (the monkey met `#log-title` missing, under load)."""
         for name in PANE_ORDER:
             for widget in self.query(f"#{name}"):
-                if isinstance(widget, PaneMixin):
+                if isinstance(widget, PaneMixin) and widget.is_mounted and not widget._pruning:
                     yield widget
 
     def tab_of(self, name: str) -> str | None:
