@@ -37,7 +37,7 @@ venv: $(STAMP_BASE)
 LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
 lock:
 	[ -x $(LOCKENV)/bin/pip-compile ] || { $(PYTHON) -m venv $(LOCKENV) && $(LOCKENV)/bin/python -m pip install --quiet '$(PIP_TOOLS)'; }
-	$(LOCKENV)/bin/pip-compile $(LOCK_FLAGS) --upgrade --extra eval --extra cache --extra dev --extra s3 --extra notify -o $(LOCK_DEV) pyproject.toml
+	$(LOCKENV)/bin/pip-compile $(LOCK_FLAGS) --upgrade --extra eval --extra cache --extra dev --extra s3 --extra notify --extra tensorboard -o $(LOCK_DEV) pyproject.toml
 	$(LOCKENV)/bin/pip-compile $(LOCK_FLAGS) --upgrade --extra eval -c $(LOCK_DEV) -o $(LOCK_DEMO) pyproject.toml
 
 ## make demo: create .venv, install, and open the console on the embedded demo cluster.
