@@ -162,7 +162,7 @@ def test_random_drops_end_in_a_verified_copy_every_time(isolated_pair, write_con
         retries = sum(e["event"] == "retrying" for e in events)
         dropped += retries > 0
         assert set(watch.complete_seen) <= {sha}, f"trial {trial}: partial file under final name"
-        assert proc.returncode == 0, f"trial {trial} ({how} at {at}): {err[-1500:]}"
+        assert proc.returncode == 0, f"trial {trial} ({how} at {at}): {err[-1500:]}{events[-3:]}"
         verified = [e for e in events if e["event"] == "file_verified"]
         assert verified and verified[0]["sha256_src"] == verified[0]["sha256_dst"] == sha
         assert _sha(final) == sha
