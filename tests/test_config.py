@@ -171,7 +171,32 @@ BAD = [
         6,
         'runs[0].metric: unknown key; did you mean "metrics"?',
     ),
+    (
+        "run-no-log-no-tracker",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\n",
+        2,
+        "runs[0].log: missing; expected a string (or name a tracker",
+    ),
+    (
+        "run-two-trackers",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\ntensorboard = '/t'\nwandb = '/w'\n",
+        6,
+        "runs[0].wandb: one tracker per run: tensorboard and wandb given",
+    ),
+    (
+        "trackio-without-run",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\ntrackio = '/p.db'\n",
+        2,
+        "runs[0].trackio_run: missing; the run's name in the trackio database",
+    ),
 ]
+
+
+def test_a_tracker_stands_for_the_log(tmp_path: Path) -> None:
+    text = "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\ntensorboard = 'out/runs'\n"
+    (run,) = parse_config(text, tmp_path / "h.toml").runs
+    assert run.log is None and run.tracker == ("tensorboard", "out/runs")
+    assert run.watched == "out/runs"
 
 
 @pytest.mark.parametrize(("case", "text", "line", "message"), BAD, ids=[b[0] for b in BAD])

@@ -63,6 +63,13 @@ async def _logs(args: argparse.Namespace) -> int:
         raise CommandError(str(exc.args[0]), 2) from None
     if args.lines < 0:
         raise CommandError("-n must be 0 or more", 2)
+    if run.log is None:
+        kind, path = run.tracker or ("tracker", "?")
+        raise CommandError(
+            f"run {run.name} has no `log`, only its {kind} tracker ({path}); "
+            "`dflash-tui status` shows its numbers",
+            2,
+        )
     main = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if main is not None:

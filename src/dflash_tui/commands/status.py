@@ -24,6 +24,7 @@ COLUMNS = [
     ("tok_s", "TOK/S"),
     ("eta", "ETA"),
     ("tau", "TAU"),
+    ("trainer_tau", "TRAINER_TAU"),
     ("log_age", "LOG_AGE"),
     ("gpu", "GPU"),
 ]
@@ -108,6 +109,7 @@ def row(view: RunView, gpu: str) -> dict[str, Any]:
         "tok_s": _tokens(view.tokens_per_s),
         "eta": format_duration(view.eta_s) if view.eta_s is not None else None,
         "tau": tau,
+        "trainer_tau": f"{view.trainer_tau:.2f}" if view.trainer_tau is not None else None,
         "log_age": format_duration(view.log_age_s) if view.log_age_s is not None else None,
         "gpu": gpu,
     }
@@ -126,6 +128,24 @@ def served_source(view: RunView) -> str | None:
     fallback = "from its log lines" if acceptance is not None else "none from its log lines either"
     why = metrics.error or "no drafts counted there yet"
     return f"{metrics.url} not used ({why}); served acceptance {fallback}"
+
+
+def tracker_source(view: RunView) -> str | None:
+    """What a run's tracker gave: its trainer's own estimate (and which scalar), the counts."""
+    tracker = view.tracker
+    if tracker is None:
+        return None
+    read = f"{tracker.kind} {tracker.path}: {tracker.records} records, {tracker.scalars} scalars"
+    if tracker.corrupt:
+        read += f", {tracker.corrupt} corrupt (skipped)"
+    if tracker.error:
+        read += f"; {tracker.error}"
+    if view.trainer_tau is None:
+        return f"{read}; no acceptance estimate of the trainer's own"
+    return (
+        f"{read}; TRAINER_TAU is {view.trainer_tau_source} at step {view.trainer_tau_step} "
+        "(the trainer's own estimate, beside TAU, the console's)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,6 +179,10 @@ def run(args: argparse.Namespace) -> int:
             print("= acceptance length the server reports (vLLM, SGLang)")
         for view in snapshot.runs:
             line = served_source(view)
+            if line:
+                print(f"{view.name}: {line}")
+        for view in snapshot.runs:
+            line = tracker_source(view)
             if line:
                 print(f"{view.name}: {line}")
     return 1 if any(r.state.value in FAILED_STATES for r in snapshot.runs) else 0

@@ -139,11 +139,15 @@ class MetricsEndpoint:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One `[[runs]]` entry: a training run whose log and process we watch."""
+    """One `[[runs]]` entry: a training run whose log, tracker and process we watch.
+
+    `log` may be None when the run names a tracker (`tensorboard`, `trackio` with
+    `trackio_run`, or `wandb`): its numbers then come from the tracker alone.
+    """
 
     name: str
     host: str
-    log: str
+    log: str | None
     process: str | None = None
     total_steps: int | None = None
     metric_patterns: tuple[str, ...] = ()
@@ -153,6 +157,33 @@ class RunConfig:
     max_parallel: int = 1
     # a vLLM or SGLang server's /metrics: served acceptance read exactly (DESIGN §4.12)
     metrics: MetricsEndpoint | None = None
+    # the trainer's tracker (docs/monitoring.md "Trackers"): a TensorBoard log directory,
+    # a trackio database and the run's name in it, or a W&B offline run directory
+    tensorboard: str | None = None
+    trackio: str | None = None
+    trackio_run: str | None = None
+    wandb: str | None = None
+
+    @property
+    def tracker(self) -> tuple[str, str] | None:
+        """(kind, path) of the run's tracker: "tensorboard", "trackio" or "wandb"."""
+        for kind in TRACKER_KEYS:
+            path = getattr(self, kind)
+            if path is not None:
+                return kind, path
+        return None
+
+    @property
+    def watched(self) -> str:
+        """The path whose changes say the run is writing: its log, else its tracker's."""
+        if self.log is not None:
+            return self.log
+        tracker = self.tracker
+        assert tracker is not None  # validated: a run names a log or a tracker
+        return tracker[1]
+
+
+TRACKER_KEYS = ("tensorboard", "trackio", "wandb")
 
 
 @dataclass(frozen=True)
@@ -485,6 +516,10 @@ _RUN_KEYS = (
     "auto_eval",
     "max_parallel",
     "metrics",
+    "tensorboard",
+    "trackio",
+    "trackio_run",
+    "wandb",
 )
 _CHECKPOINT_KEYS = ("name", "host", "path", "baseline", "step", "run")
 _SUITE_KEYS = (
@@ -649,10 +684,24 @@ def _entries(
 
 def _run(ch: _Checker, where: str, t: Mapping[str, Any]) -> RunConfig:
     ch.unknown_keys(t, _RUN_KEYS, where)
+    trackers = [k for k in TRACKER_KEYS if k in t]
+    if len(trackers) > 1:
+        ch.add(f"{where}.{trackers[1]}", f"one tracker per run: {' and '.join(trackers)} given")
+    if "trackio" in t and "trackio_run" not in t:
+        ch.add(f"{where}.trackio_run", "missing; the run's name in the trackio database")
+    if "trackio_run" in t and "trackio" not in t:
+        ch.add(f"{where}.trackio_run", "needs `trackio` (the database's path)")
+    if not trackers and "log" not in t:
+        ch.add(f"{where}.log", "missing; expected a string (or name a tracker: tensorboard, "
+               "trackio or wandb; see docs/monitoring.md \"Trackers\")")  # fmt: skip
     return RunConfig(
         name=_get(ch, t, "name", where, "str", check=_non_empty),
         host=_get(ch, t, "host", where, "str"),
-        log=_get(ch, t, "log", where, "str", check=_non_empty),
+        log=_get(ch, t, "log", where, "str", None, _non_empty),
+        tensorboard=_get(ch, t, "tensorboard", where, "str", None, _non_empty),
+        trackio=_get(ch, t, "trackio", where, "str", None, _non_empty),
+        trackio_run=_get(ch, t, "trackio_run", where, "str", None, _non_empty),
+        wandb=_get(ch, t, "wandb", where, "str", None, _non_empty),
         process=_get(ch, t, "process", where, "str", None, _non_empty),
         total_steps=_get(ch, t, "total_steps", where, "int", None, _positive),
         metric_patterns=_get(ch, t, "metric_patterns", where, "strings", (), _valid_regexes),

@@ -222,6 +222,8 @@ class History:
         self.total: int | None = None
         self.acc_per_position: tuple[float, ...] | None = None
         self.acc_per_position_step: int | None = None
+        # (step, per-position accuracy) for the last few steps that published one
+        self.position_steps: deque[tuple[int | None, tuple[float, ...]]] = deque(maxlen=8)
         self.restarts = 0
         self.points_added = 0
         self.version = 0
@@ -297,8 +299,9 @@ class History:
         if m.total is not None:
             self.total = m.total
         if m.acc_per_position is not None:
-            self.acc_per_position = m.acc_per_position
-            self.acc_per_position_step = step if step is not None else self.last_step
+            self._publish_positions(
+                step if step is not None else self.last_step, m.acc_per_position
+            )
         if step is None:
             return False
         self.last_step = step if self.last_step is None else max(step, self.last_step)
@@ -327,8 +330,18 @@ class History:
         self._positions[index] = value
         known = self.acc_per_position
         if known is None or len(self._positions) >= len(known):
-            self.acc_per_position = tuple(self._positions[k] for k in sorted(self._positions))
-            self.acc_per_position_step = step
+            self._publish_positions(
+                step, tuple(self._positions[k] for k in sorted(self._positions))
+            )
+
+    def _publish_positions(self, step: int | None, values: tuple[float, ...]) -> None:
+        """The per-position accuracy now shown, and its place among the last few steps'."""
+        self.acc_per_position, self.acc_per_position_step = values, step
+        kept = self.position_steps
+        if kept and kept[-1][0] == step:
+            kept[-1] = (step, values)
+        else:
+            kept.append((step, values))
 
     def latest(self, name: str) -> float | None:
         """The most recent value logged for `name`, with or without a step."""

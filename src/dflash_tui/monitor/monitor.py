@@ -11,31 +11,42 @@ import itertools
 import logging
 import math
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from dflash_tui.core.config import Config, RunConfig
+from dflash_tui.core.config import Config
 from dflash_tui.core.tasks import cancel_and_wait
 from dflash_tui.monitor.backlog import load_backlog
-from dflash_tui.monitor.history import History, HistorySeries, LazySeries
+from dflash_tui.monitor.entries import (
+    GATHER_MAX_S,
+    PING_EVERY_S,
+    Calibration,
+    EventStream,
+    HostEntry,
+    MonitorOptions,
+    RunEntry,
+    next_tick_in,
+)
+from dflash_tui.monitor.history import History
 from dflash_tui.monitor.liveness import (
     HostProbe,
     ProbeTarget,
-    RunProbe,
     RunState,
-    format_uptime,
     judge,
     parse_probe,
     probe_argv,
     probe_input,
 )
-from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.monitor.probe_stream import ProbeStream
-from dflash_tui.monitor.served import ServedAcceptance
-from dflash_tui.monitor.served_metrics import EndpointReader, metrics_series
-from dflash_tui.monitor.tail import LogPosition, LogTail, TailBatch, TailNotice
+from dflash_tui.monitor.tail import LogTail, TailBatch, TailNotice
 from dflash_tui.monitor.tau import TauEstimate, estimate_tau
+from dflash_tui.monitor.trackers import ScalarBatch
+from dflash_tui.monitor.trackers.tfrecord import MissingExtra
+from dflash_tui.monitor.tracking import (
+    apply_tracker_batch,
+    open_follower,
+    tracker_failed,
+    tracker_fields,
+)
 from dflash_tui.monitor.views import (
     AcceptanceDropped,
     HostReachabilityChanged,
@@ -53,194 +64,9 @@ from dflash_tui.remote.errors import CommandFailed, RemoteError
 from dflash_tui.remote.http import http_get
 from dflash_tui.remote.pool import HostPool
 
+__all__ = ["Calibration", "EventStream", "Monitor", "MonitorOptions", "next_tick_in"]
+
 log = logging.getLogger(__name__)
-
-SERIES_REFRESH_S = 1.0
-"""Plot columns are rebuilt at most this often per run (10k points take ~15 ms)."""
-PING_EVERY_S = 10.0
-"""A host's round trip is measured at most this often (and after a wake or a failure):
-the probe itself runs every refresh_s, and a `true` round trip costs about as much."""
-GATHER_MAX_S = 5.0
-"""The longest a tail of a run whose log is not on screen waits on the host by default."""
-METRICS_EVERY_S = 10.0
-"""A run's /metrics is read this often: vLLM logs its SpecDecoding line every 10 s, so a
-report from the endpoint covers what a report from the log covers."""
-
-Calibration = Callable[[str], Sequence[tuple[float, float]]]
-"""run name -> (training acc at a checkpoint's step, measured tau: tau_greedy, else tau_top1) pairs."""
-
-
-@dataclass(frozen=True)
-class MonitorOptions:
-    """Knobs with sensible defaults; tests and the CLI change a few."""
-
-    follow: bool = True
-    ring_lines: int = 1000
-    recent_points: int = 5000
-    older_points: int = 5000
-    window_bytes: int = 128 * 1024
-    poll_s: float = 0.1
-    notify: bool = True
-    batch_s: float = 0.075
-    # Tails of runs not in `set_live` send one frame per this many seconds; None: the
-    # config's refresh_s (at most GATHER_MAX_S), the pace at which the runs table is
-    # repainted, so gathering longer than a second costs the screen nothing.
-    gather_s: float | None = None
-    # Tails of runs in `set_live` (the log on screen) gather this long: the console
-    # paints new lines once a second, so a line waits no longer to be seen in all,
-    # and a log writing 5 lines a second sends about 2 frames instead of 5.
-    live_gather_s: float = 0.4
-    probe_timeout_s: float = 20.0
-    history_timeout_s: float = 120.0
-    notices_kept: int = 20
-    # A served run's `metrics` endpoint: read every this many seconds (and on
-    # refresh_now), each read given up after metrics_timeout_s.
-    metrics_every_s: float = METRICS_EVERY_S
-    metrics_timeout_s: float = 10.0
-
-
-class _Run:
-    """Mutable per-run state; only the monitor touches it."""
-
-    def __init__(self, cfg: RunConfig, stall_after_s: float, options: MonitorOptions) -> None:
-        self.cfg = cfg
-        self.stall_after_s = stall_after_s
-        self.options = options
-        self.parser = MetricParser(cfg.metric_patterns)
-        self.history = History(
-            recent_points=options.recent_points, older_points=options.older_points
-        )
-        self.ring: deque[LogLine] = deque(maxlen=options.ring_lines)
-        self.notices: deque[TailNotice] = deque(maxlen=options.notices_kept)
-        self.seq = 0
-        self.lines_seen = 0
-        self.lines_parsed = 0
-        self.lines_unparsed = 0
-        self.last_line_at: float | None = None
-        self.probe: RunProbe | None = None
-        self.probe_at: float | None = None
-        self.host_now: float | None = None
-        self.state = RunState.UNKNOWN
-        self.reason = "waiting for the first probe"
-        self.state_since: float | None = None
-        self.tail_status = "loading"
-        self.tail: LogTail | None = None
-        self.tail_error: str | None = None
-        self.loaded = False
-        self.position = LogPosition()
-        self.step_lines = 0
-        self.version = 0
-        self.shown: tuple[object, ...] = ()  # probe_shown() at the last change
-        self.view: RunView | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.series: HistorySeries | None = None
-        self.series_version = -1
-        self.series_at = 0.0
-        self.acceptance_dropped = False  # the alert fired; re-armed once it recovers
-        # The server's /metrics (DESIGN §4.12), when the run names one: its reports stand
-        # for the run's served acceptance while it answers; the log's are the fallback.
-        self.endpoint = EndpointReader(cfg.metrics) if cfg.metrics is not None else None
-        self.metrics_task: asyncio.Task[None] | None = None
-        self.metrics_wake = asyncio.Event()
-        self.endpoint_series: tuple[int, HistorySeries] | None = None
-
-    def served(self) -> ServedAcceptance:
-        """The served acceptance the run shows: its endpoint's while that answers and has
-        reported, else its log's."""
-        endpoint = self.endpoint
-        if endpoint is not None and endpoint.active:
-            return endpoint.served
-        return self.history.served
-
-    def current_series(self) -> HistorySeries:
-        """The plot columns, refreshed at most every SERIES_REFRESH_S (monotonic clock)."""
-        h = self.history
-        endpoint = self.endpoint
-        if endpoint is not None and endpoint.active and len(h) == 0:
-            # A server (no training points): the endpoint's reports are its plot.
-            cached = self.endpoint_series
-            if cached is None or cached[0] != endpoint.served.version:
-                cached = (endpoint.served.version, metrics_series(endpoint.served))
-                self.endpoint_series = cached
-            return cached[1]
-        now = time.monotonic()
-        stale = self.series_version != h.version and now - self.series_at >= SERIES_REFRESH_S
-        if self.series is None or stale:
-            # Built only if someone reads it (the plotted run), not for every view.
-            self.series, self.series_version, self.series_at = LazySeries(h), h.version, now
-        return self.series
-
-    def probe_shown(self, reachable: bool | None) -> tuple[object, ...]:
-        """What a probe puts in this run's view, as a reader sees it: a process's age at
-        the resolution it is written in, the log by identity, size and mtime."""
-        probe = self.probe
-        if probe is None:
-            return (reachable, self.state, self.reason)
-        processes = tuple((p.pid, p.command, format_uptime(p.elapsed_s)) for p in probe.processes)
-        return (reachable, self.state, self.reason, probe.log, probe.log_error,
-                probe.pattern_error, processes)  # fmt: skip
-
-    def log_changed_at(self) -> float | None:
-        times = []
-        probe = self.probe
-        if probe is not None and probe.log is not None and self.probe_at is not None:
-            assert self.host_now is not None
-            times.append(self.probe_at - max(0.0, self.host_now - probe.log.mtime))
-        if self.last_line_at is not None:
-            times.append(self.last_line_at)
-        return max(times) if times else None
-
-
-def next_tick_in(period_s: float, began: float) -> float:
-    """Seconds from now to the next whole multiple of `period_s` on the monotonic clock
-    that is at least half a period after `began`: every host's probe loop wakes on the
-    same ticks, so the console wakes once per refresh for all of them, not once per
-    host (a probe asked for out of turn moves its host by at most half a period)."""
-    now = time.monotonic()
-    tick = (math.floor(began / period_s) + 1) * period_s
-    if tick - began < period_s / 2:
-        tick += period_s
-    return max(0.0, tick - now)
-
-
-class _Host:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.reachable: bool | None = None
-        self.error: str | None = None
-        self.latency_ms: float | None = None
-        self.probe: HostProbe | None = None
-        self.probed_at: float | None = None
-        self.pinged_at = -math.inf  # monotonic
-        self.version = 0
-        self.view: HostView | None = None
-        self.wake = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-        self.lock = asyncio.Lock()
-        self.probes: ProbeStream | None = None  # while the probe loop runs
-
-
-class EventStream:
-    """Monitor events as an async iterator (for plain asyncio callers); close() unsubscribes."""
-
-    def __init__(self, monitor: Monitor) -> None:
-        self._queue: asyncio.Queue[MonitorEvent] = asyncio.Queue()
-        self._unsubscribe = monitor.subscribe(self._queue.put_nowait)
-
-    def close(self) -> None:
-        self._unsubscribe()
-
-    def __enter__(self) -> EventStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __aiter__(self) -> EventStream:
-        return self
-
-    async def __anext__(self) -> MonitorEvent:
-        return await self._queue.get()
 
 
 class Monitor:
@@ -264,14 +90,14 @@ class Monitor:
         self.calibration = calibration
         chosen = [config.run(n) for n in runs] if runs is not None else list(config.runs)
         self._runs = {
-            r.name: _Run(r, r.stall_after_s or config.console.stall_after_s, self.options)
+            r.name: RunEntry(r, r.stall_after_s or config.console.stall_after_s, self.options)
             for r in chosen
         }
         if hosts is None:
             hosts = list(config.hosts) if runs is None else sorted({r.host for r in chosen})
-        self._hosts = {h: _Host(h) for h in hosts}
+        self._hosts = {h: HostEntry(h) for h in hosts}
         for r in chosen:
-            self._hosts.setdefault(r.host, _Host(r.host))
+            self._hosts.setdefault(r.host, HostEntry(r.host))
         self._subscribers: list[Callable[[MonitorEvent], None]] = []
         self._live: frozenset[str] | None = None
         # A calibration reads every run's history (acc at each evaluated step): its
@@ -289,7 +115,12 @@ class Monitor:
         self._started = True
         loop = asyncio.get_running_loop()
         for run in self._runs.values():
-            run.task = loop.create_task(self._follow(run), name=f"tail:{run.cfg.name}")
+            if run.cfg.log is not None:
+                run.task = loop.create_task(self._follow(run), name=f"tail:{run.cfg.name}")
+            if run.feed is not None:
+                run.tracker_task = loop.create_task(
+                    self._follow_tracker(run), name=f"tracker:{run.cfg.name}"
+                )
         for host in self._hosts.values():
             host.task = loop.create_task(self._probe_loop(host), name=f"probe:{host.name}")
         for run in self._runs.values():
@@ -310,7 +141,7 @@ class Monitor:
         for host in self._hosts.values():
             host.task = None
         for run in self._runs.values():
-            run.metrics_task = None
+            run.metrics_task = run.tracker_task = None
         self._started = False
 
     def _tasks(self) -> list[asyncio.Task[None] | None]:
@@ -318,6 +149,7 @@ class Monitor:
             [r.task for r in self._runs.values()]
             + [h.task for h in self._hosts.values()]
             + [r.metrics_task for r in self._runs.values()]
+            + [r.tracker_task for r in self._runs.values()]
         )
 
     async def __aenter__(self) -> Monitor:
@@ -344,7 +176,7 @@ class Monitor:
         after `timeout_s` (its runs then show `unknown` with the reason).
         """
 
-        async def bounded(coro: object, what: str, host: _Host) -> None:
+        async def bounded(coro: object, what: str, host: HostEntry) -> None:
             try:
                 await asyncio.wait_for(coro, timeout_s)  # type: ignore[arg-type]
             except asyncio.TimeoutError:
@@ -361,7 +193,16 @@ class Monitor:
                 self._hosts[run.cfg.host],
             )
             for run in self._runs.values()
-            if not run.loaded
+            if not run.loaded and run.cfg.log is not None
+        ]
+        jobs += [
+            bounded(
+                self._follow_tracker(run, once=True),
+                f"reading the {run.feed.kind} tracker {run.feed.path}",
+                self._hosts[run.cfg.host],
+            )
+            for run in self._runs.values()
+            if run.feed is not None and not run.feed.caught_up
         ]
         jobs += [bounded(self._probe(h), f"probing {h.name}", h) for h in self._hosts.values()]
         jobs += [
@@ -475,11 +316,18 @@ class Monitor:
         skip = max(0, after_seq + 1 - ring[0].seq)
         return tuple(itertools.islice(ring, skip, None))
 
+    def scalar_series(self, run: str, name: str) -> tuple[tuple[int, float], ...]:
+        """(step, value) of the scalar `name` as `run`'s tracker logged it, the newest
+        points of each name (any name, mapped or not: `RunView.tracker.names`)."""
+        feed = self._runs[run].feed
+        series = feed.series.get(name) if feed is not None else None
+        return tuple(series) if series is not None else ()
+
     def metric_at(self, run: str, step: int, name: str = "acc") -> float | None:
         """Smoothed `name` of `run` at the last point at or before `step` (calibration pairs)."""
         return self._runs[run].history.value_at(step, name)
 
-    def _build_run_view(self, run: _Run) -> RunView:
+    def _build_run_view(self, run: RunEntry) -> RunView:
         h = run.history
         cfg = run.cfg
         total = cfg.total_steps or h.total
@@ -542,9 +390,10 @@ class Monitor:
             eval_loss=h.eval_loss,
             eval_acc=h.eval_acc,
             eval_step=h.eval_step,
+            **tracker_fields(run),
         )
 
-    def _tau(self, run: _Run, acc: float | None) -> TauEstimate:
+    def _tau(self, run: RunEntry, acc: float | None) -> TauEstimate:
         pairs: Sequence[tuple[float, float]] = ()
         if self.calibration is not None:
             try:
@@ -553,7 +402,7 @@ class Monitor:
                 log.exception("calibration pairs for %s failed", run.cfg.name)
         return estimate_tau(acc=acc, acc_per_position=run.history.acc_per_position, pairs=pairs)
 
-    def _build_host_view(self, host: _Host) -> HostView:
+    def _build_host_view(self, host: HostEntry) -> HostView:
         cfg = self.config.host(host.name)
         probe = host.probe
         offset = None
@@ -578,11 +427,11 @@ class Monitor:
 
     # ------------------------------------------------------------------ runs
 
-    def _run_changed(self, run: _Run) -> None:
+    def _run_changed(self, run: RunEntry) -> None:
         run.version += 1
         self._emit(RunUpdated(run.cfg.name, run.version))
 
-    def _rejudge(self, run: _Run) -> None:
+    def _rejudge(self, run: RunEntry) -> None:
         host = self._hosts[run.cfg.host]
         changed_at = run.log_changed_at()
         age = None if changed_at is None else max(0.0, self.clock() - changed_at)
@@ -592,7 +441,7 @@ class Monitor:
             host_error=host.error,
             probe=run.probe,
             pattern=run.cfg.process,
-            log_path=run.cfg.log,
+            log_path=run.cfg.watched,
             log_age_s=age,
             stall_after_s=run.stall_after_s,
             last_line=run.ring[-1].text if run.ring else None,
@@ -618,7 +467,8 @@ class Monitor:
                     run.shown = shown
                     self._run_changed(run)
 
-    async def _load_history(self, run: _Run) -> None:
+    async def _load_history(self, run: RunEntry) -> None:
+        assert run.cfg.log is not None  # a tracker-only run has no log history to load
         history = History(
             recent_points=self.options.recent_points, older_points=self.options.older_points
         )
@@ -668,7 +518,8 @@ class Monitor:
         for run in self._runs.values():
             self._run_changed(run)
 
-    async def _follow(self, run: _Run) -> None:
+    async def _follow(self, run: RunEntry) -> None:
+        assert run.cfg.log is not None  # started only for a run with a log
         delay = 1.0
         while not run.loaded and not self._stopping:
             try:
@@ -698,7 +549,38 @@ class Monitor:
                     return
                 self._apply(run, batch)
 
-    def _apply(self, run: _Run, batch: TailBatch) -> None:
+    async def _follow_tracker(self, run: RunEntry, once: bool = False) -> None:
+        """Follow the run's tracker (`once`: until it has read all there is)."""
+        try:
+            follower = open_follower(
+                self.pool,
+                run.cfg,
+                run.feed.position if run.feed is not None else None,
+                poll_s=self.options.tracker_poll_s,
+                clock=self.clock,
+            )
+        except MissingExtra as exc:
+            tracker_failed(run, str(exc), self.clock())
+            self._run_changed(run)
+            return
+        async with follower:
+            async for batch in follower:
+                if self._stopping:
+                    return
+                self._apply_tracker(run, batch)
+                if once and batch.caught_up:
+                    return
+
+    def _apply_tracker(self, run: RunEntry, batch: ScalarBatch) -> None:
+        changed = apply_tracker_batch(run, batch, self.clock())
+        if batch.caught_up and not run.loaded and run.cfg.log is None:
+            run.loaded = True
+            self.histories_loaded += 1
+        if changed:
+            self._rejudge(run)
+            self._run_changed(run)
+
+    def _apply(self, run: RunEntry, batch: TailBatch) -> None:
         now = self.clock()
         first = run.seq + 1
         history = run.history
@@ -733,7 +615,7 @@ class Monitor:
         self._rejudge(run)
         self._run_changed(run)
 
-    def _check_acceptance(self, run: _Run) -> None:
+    def _check_acceptance(self, run: RunEntry) -> None:
         """Emit AcceptanceDropped once when served acceptance falls well below its level
         (the source the run shows: its /metrics while that answers, else its log)."""
         served = run.served()
@@ -745,7 +627,7 @@ class Monitor:
 
     # ------------------------------------------------------------------ /metrics
 
-    async def _metrics_loop(self, run: _Run) -> None:
+    async def _metrics_loop(self, run: RunEntry) -> None:
         """Read the run's endpoint every `metrics_every_s` (sooner on refresh_now)."""
         every = self.options.metrics_every_s
         while not self._stopping:
@@ -758,7 +640,7 @@ class Monitor:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(run.metrics_wake.wait(), left)
 
-    async def _read_metrics(self, run: _Run, timeout_s: float | None = None) -> None:
+    async def _read_metrics(self, run: RunEntry, timeout_s: float | None = None) -> None:
         """One read of the run's /metrics through its host's SSH connection. A failure is
         recorded on the endpoint (the view says why); the log's reports stand meanwhile."""
         reader = run.endpoint
@@ -796,11 +678,11 @@ class Monitor:
 
     # ------------------------------------------------------------------ hosts
 
-    def _host_changed(self, host: _Host) -> None:
+    def _host_changed(self, host: HostEntry) -> None:
         host.version += 1
         self._emit(HostUpdated(host.name, host.version))
 
-    async def _probe_loop(self, host: _Host) -> None:
+    async def _probe_loop(self, host: HostEntry) -> None:
         refresh_s = self.config.console.refresh_s
         woken = True
         # One kept-running probe per host: a probe is a line each way, not a command.
@@ -819,12 +701,12 @@ class Monitor:
             finally:
                 host.probes = None
 
-    async def _probe(self, host: _Host, force_ping: bool = True) -> None:
+    async def _probe(self, host: HostEntry, force_ping: bool = True) -> None:
         """Probe `host` once, then re-judge its runs. It is pinged first if `force_ping`,
         if it was not reachable, or if its last ping is PING_EVERY_S old."""
         async with host.lock:
             runs = [r for r in self._runs.values() if r.cfg.host == host.name]
-            targets = [ProbeTarget(r.cfg.log, r.cfg.process) for r in runs]
+            targets = [ProbeTarget(r.cfg.watched, r.cfg.process) for r in runs]
             timeout = self.options.probe_timeout_s
             was = host.reachable
             probe: HostProbe | None = None

@@ -356,7 +356,7 @@ class LogTail:
         self.max_frame_bytes = max_frame_bytes
         self.gather_s = gather_s
         self.clock = clock
-        self._watch: _SilenceWatch | None = None
+        self._watch: SilenceWatch | None = None
         start = start or LogPosition()
         self._resume = start
         self._position = start
@@ -494,7 +494,7 @@ class LogTail:
                         self._notice("connected", f"reconnected to {self.host}")
                     restarted = False
                     await self._pump(stream, reader)
-            except _Restart:
+            except RestartStream:
                 restarted = True
                 self.connected = False
                 continue
@@ -522,7 +522,7 @@ class LogTail:
     async def _pump(self, stream: object, reader: _Reader) -> None:
         out = stream.stdout  # type: ignore[attr-defined]
         buf = bytearray()
-        with _SilenceWatch(self.silence_s) as watch:
+        with SilenceWatch(self.silence_s) as watch:
             self._watch = watch
             try:
                 while not self._closed:
@@ -554,7 +554,7 @@ class LogTail:
             raise _Desync(f"unexpected output {bytes(buf[:60])!r}")
 
 
-class _SilenceWatch:
+class SilenceWatch:
     """Ends a read that waited `silence_s` with no byte (a dead link the keepalive missed).
 
     One timer for the whole stream, re-armed lazily, instead of `wait_for` per
@@ -571,7 +571,7 @@ class _SilenceWatch:
         self._interrupted = False
         self._timer: asyncio.TimerHandle | None = None
 
-    def __enter__(self) -> _SilenceWatch:
+    def __enter__(self) -> SilenceWatch:
         self._timer = self._loop.call_later(self.silence_s, self._check)
         return self
 
@@ -580,7 +580,7 @@ class _SilenceWatch:
             self._timer.cancel()
 
     def interrupt(self) -> None:
-        """End the stream now (at the current read, or the next one) with `_Restart`."""
+        """End the stream now (at the current read, or the next one) with `RestartStream`."""
         self._interrupted = True
         if self._reading_since is not None and self._task is not None:
             self._task.cancel()
@@ -598,13 +598,13 @@ class _SilenceWatch:
     async def read(self, stream: Any, n: int) -> bytes:
         """`stream.read(n)`; asyncio.TimeoutError after `silence_s` without data."""
         if self._interrupted:
-            raise _Restart
+            raise RestartStream
         self._reading_since = self._loop.time()
         try:
             return await stream.read(n)
         except asyncio.CancelledError:
             if self._interrupted:
-                raise _Restart from None
+                raise RestartStream from None
             if self._fired:
                 raise asyncio.TimeoutError(f"no output for {self.silence_s:g} s") from None
             raise
@@ -612,5 +612,5 @@ class _SilenceWatch:
             self._reading_since = None
 
 
-class _Restart(Exception):
+class RestartStream(Exception):
     """The stream was ended on purpose to start the script again with new settings."""

@@ -34,6 +34,42 @@ class LogLine:
 
 
 @dataclass(frozen=True)
+class TrackerView:
+    """A run's tracker as read so far (docs/monitoring.md "Trackers").
+
+    `records` and `scalars` count what was read, each once (records cut by a drop
+    are read again whole, and counted once); `corrupt` the records skipped for a
+    bad CRC or a partial end; `names` every scalar name seen (plot any by name with
+    `Monitor.scalar_series`).
+    """
+
+    kind: str
+    path: str
+    status: str
+    error: str | None
+    records: int
+    scalars: int
+    corrupt: int
+    names: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "status": self.status,
+            "error": self.error,
+            "records": self.records,
+            "scalars": self.scalars,
+            "corrupt": self.corrupt,
+            "names": list(self.names),
+        }
+
+
+PositionSteps = tuple[tuple[int | None, tuple[float, ...]], ...]
+"""(step, values by position) for the last few steps, oldest first."""
+
+
+@dataclass(frozen=True)
 class RunView:
     """Everything the runs table, plots and log pane show about one run, at `taken_at`.
 
@@ -59,7 +95,7 @@ class RunView:
 
     name: str
     host: str
-    log: str
+    log: str | None
     process_pattern: str | None
     seq: int
     taken_at: float
@@ -102,6 +138,17 @@ class RunView:
     eval_loss: float | None = None
     eval_acc: float | None = None
     eval_step: int | None = None
+    # The trainer's own acceptance-length estimate, as its tracker logged it:
+    # `trainer_tau_source` names the scalar (eval/simulated_acc_len, train/eal,
+    # estimated_training_ar, validate_ar, ...), beside the console's `tau`.
+    trainer_tau: float | None = None
+    trainer_tau_source: str | None = None
+    trainer_tau_step: int | None = None
+    tracker: TrackerView | None = None
+    # Per-position accuracy by step, latest last: training (from the log or the
+    # tracker) and held-out (the tracker's eval/val per-position values).
+    acc_per_position_steps: PositionSteps = ()
+    eval_acc_per_position_steps: PositionSteps = ()
 
     def _acceptance_dict(self) -> dict[str, Any] | None:
         if self.acceptance is None:
@@ -150,6 +197,15 @@ class RunView:
             "eta_s": self.eta_s,
             "acc_per_position": list(self.acc_per_position) if self.acc_per_position else None,
             "tau": self.tau.as_dict(),
+            "trainer_tau": (
+                {
+                    "value": self.trainer_tau,
+                    "source": self.trainer_tau_source,
+                    "step": self.trainer_tau_step,
+                }
+                if self.trainer_tau is not None
+                else None
+            ),
             "eval": (
                 {"loss": self.eval_loss, "acc": self.eval_acc, "step": self.eval_step}
                 if self.eval_loss is not None or self.eval_acc is not None
@@ -174,7 +230,14 @@ class RunView:
             "history_points": self.history_points,
             "restarts": self.restarts,
             "stall_after_s": self.stall_after_s,
+            "tracker": self.tracker.as_dict() if self.tracker is not None else None,
+            "acc_per_position_steps": _steps(self.acc_per_position_steps),
+            "eval_acc_per_position_steps": _steps(self.eval_acc_per_position_steps),
         }
+
+
+def _steps(steps: PositionSteps) -> list[dict[str, Any]] | None:
+    return [{"step": s, "values": list(v)} for s, v in steps] if steps else None
 
 
 @dataclass(frozen=True)

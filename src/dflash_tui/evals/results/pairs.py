@@ -117,6 +117,8 @@ async def load_acc_lookup(
 
     async def load(name: str) -> None:
         run = config.run(name)
+        if run.log is None:
+            return  # a tracker-only run: its calibration pairs come from the monitor's history
         history = History()
         parser = MetricParser(run.metric_patterns)
         try:

@@ -57,6 +57,11 @@ def detail_text(view: RunView, now: float) -> Text:
         upper = "" if tau.upper is None else f" (upper bound {tau.upper:.2f})"
         extra = " extrapolated" if tau.extrapolated else ""
         out.append(f"{'Tau':<11}{tau.value:.2f}{upper}{extra}: {tau.basis}\n")
+    if view.trainer_tau is not None:
+        out.append(
+            f"{'Trainer':<11}{view.trainer_tau:.2f}: the trainer's own estimate, "
+            f"{view.trainer_tau_source} at step {fmt.step(view.trainer_tau_step)}\n"
+        )
     served = view.acceptance
     if served is not None:
         slope = served.slope_per_100_reports
@@ -94,10 +99,18 @@ def detail_text(view: RunView, now: float) -> Text:
     for proc in view.processes:
         out.append(f"  pid {proc.pid}  up {fmt.uptime(proc.elapsed_s)}  {proc.command}\n")
     out.append("\n")
-    out.append(
-        f"{'Log':<11}{view.log}  {fmt.size(view.log_size_bytes)}"
-        f"  changed {fmt.duration(view.age_s(now))} ago  tail {view.tail_status}\n"
-    )
+    tracker = view.tracker
+    if tracker is not None:
+        corrupt = f", {tracker.corrupt} corrupt (skipped)" if tracker.corrupt else ""
+        out.append(
+            f"{'Tracker':<11}{tracker.kind} {tracker.path}  {tracker.status}  "
+            f"{tracker.records} records, {tracker.scalars} scalars{corrupt}\n"
+        )
+    if view.log is not None or tracker is None:
+        out.append(
+            f"{'Log':<11}{view.log}  {fmt.size(view.log_size_bytes)}"
+            f"  changed {fmt.duration(view.age_s(now))} ago  tail {view.tail_status}\n"
+        )
     if view.tail_error:
         out.append(f"{'':<11}{view.tail_error}\n", "bold")
     _line_counts(out, view)
