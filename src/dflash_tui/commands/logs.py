@@ -63,7 +63,8 @@ async def _logs(args: argparse.Namespace) -> int:
         raise CommandError(str(exc.args[0]), 2) from None
     if args.lines < 0:
         raise CommandError("-n must be 0 or more", 2)
-    if run.log is None:
+    log = run.text_log
+    if log is None:
         kind, path = run.tracker or ("tracker", "?")
         raise CommandError(
             f"run {run.name} has no `log`, only its {kind} tracker ({path}); "
@@ -78,15 +79,15 @@ async def _logs(args: argparse.Namespace) -> int:
                 loop.add_signal_handler(sig, main.cancel)
     async with HostPool(config) as pool:
         try:
-            backlog = await _last_lines(pool, run.host, run.log, args.lines)
+            backlog = await _last_lines(pool, run.host, log, args.lines)
             if not backlog.exists and not args.follow:
-                raise CommandError(f"{run.host}:{run.log} does not exist (run {run.name})", 1)
+                raise CommandError(f"{run.host}:{log} does not exist (run {run.name})", 1)
             lines = backlog.recent[-args.lines :] if args.lines else []
             if lines:
                 _write("".join(f"{line}\n" for line in lines))
             if not args.follow:
                 return 0
-            async with LogTail(pool, run.host, run.log, backlog.position) as tail:
+            async with LogTail(pool, run.host, log, backlog.position) as tail:
                 async for batch in tail:
                     for notice in batch.notices:
                         print(f"dflash-tui: {notice.detail}", file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import posixpath
 import re
 import shlex
 import sys
@@ -174,16 +175,34 @@ class RunConfig:
         return None
 
     @property
+    def text_log(self) -> str | None:
+        """The text log the run's lines come from: its `log`, else a W&B offline run's
+        console output (`files/output.log`), else None (a TensorBoard or trackio run)."""
+        if self.log is not None or self.wandb is None:
+            return self.log
+        return posixpath.join(wandb_files(self.wandb), "output.log")
+
+    @property
     def watched(self) -> str:
         """The path whose changes say the run is writing: its log, else its tracker's."""
-        if self.log is not None:
-            return self.log
+        text_log = self.text_log
+        if text_log is not None:
+            return text_log
         tracker = self.tracker
         assert tracker is not None  # validated: a run names a log or a tracker
         return tracker[1]
 
 
 TRACKER_KEYS = ("tensorboard", "trackio", "wandb")
+
+
+def wandb_files(directory: str) -> str:
+    """The `files` directory of a W&B run: `directory` is the run's own (`offline-run-*`,
+    `run-*`, `latest-run`), or the `wandb` directory, whose `latest-run` is the newest."""
+    base = posixpath.basename(directory.rstrip("/"))
+    if base.startswith(("offline-run-", "run-")) or base == "latest-run":
+        return posixpath.join(directory, "files")
+    return posixpath.join(directory, "latest-run", "files")
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ class Monitor:
         self._started = True
         loop = asyncio.get_running_loop()
         for run in self._runs.values():
-            if run.cfg.log is not None:
+            if run.cfg.text_log is not None:
                 run.task = loop.create_task(self._follow(run), name=f"tail:{run.cfg.name}")
             if run.feed is not None:
                 run.tracker_task = loop.create_task(
@@ -189,11 +189,11 @@ class Monitor:
         jobs = [
             bounded(
                 self._load_history(run),
-                f"loading the history of {run.cfg.log}",
+                f"loading the history of {run.cfg.text_log}",
                 self._hosts[run.cfg.host],
             )
             for run in self._runs.values()
-            if not run.loaded and run.cfg.log is not None
+            if not run.loaded and run.cfg.text_log is not None
         ]
         jobs += [
             bounded(
@@ -347,7 +347,7 @@ class Monitor:
         return RunView(
             name=cfg.name,
             host=cfg.host,
-            log=cfg.log,
+            log=cfg.text_log,
             process_pattern=cfg.process,
             seq=run.version,
             taken_at=self.clock(),
@@ -468,14 +468,14 @@ class Monitor:
                     self._run_changed(run)
 
     async def _load_history(self, run: RunEntry) -> None:
-        assert run.cfg.log is not None  # a tracker-only run has no log history to load
+        assert run.cfg.text_log is not None  # a tracker-only run has no log history to load
         history = History(
             recent_points=self.options.recent_points, older_points=self.options.older_points
         )
         backlog = await load_backlog(
             self.pool,
             run.cfg.host,
-            run.cfg.log,
+            run.cfg.text_log,
             parser=run.parser,
             on_metrics=history.add,
             recent_lines=self.options.recent_points,
@@ -496,7 +496,7 @@ class Monitor:
         run.tail_status = "following" if backlog.exists else "missing"
         if not backlog.exists:
             run.notices.append(
-                TailNotice("missing", f"{run.cfg.log} does not exist yet", self.clock())
+                TailNotice("missing", f"{run.cfg.text_log} does not exist yet", self.clock())
             )
         first = run.seq + 1
         for text in backlog.recent:
@@ -519,7 +519,7 @@ class Monitor:
             self._run_changed(run)
 
     async def _follow(self, run: RunEntry) -> None:
-        assert run.cfg.log is not None  # started only for a run with a log
+        assert run.cfg.text_log is not None  # started only for a run with a log
         delay = 1.0
         while not run.loaded and not self._stopping:
             try:
@@ -534,7 +534,7 @@ class Monitor:
         tail = LogTail(
             self.pool,
             run.cfg.host,
-            run.cfg.log,
+            run.cfg.text_log,
             run.position,
             poll_s=self.options.poll_s,
             notify=self.options.notify,
@@ -573,7 +573,7 @@ class Monitor:
 
     def _apply_tracker(self, run: RunEntry, batch: ScalarBatch) -> None:
         changed = apply_tracker_batch(run, batch, self.clock())
-        if batch.caught_up and not run.loaded and run.cfg.log is None:
+        if batch.caught_up and not run.loaded and run.cfg.text_log is None:
             run.loaded = True
             self.histories_loaded += 1
         if changed:

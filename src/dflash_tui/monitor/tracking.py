@@ -19,7 +19,8 @@ from dflash_tui.monitor.tail import TailNotice
 from dflash_tui.monitor.trackers import ScalarBatch
 from dflash_tui.monitor.trackers.follow import Follower
 from dflash_tui.monitor.trackers.tensorboard import EventsPosition, EventsTail
-from dflash_tui.monitor.trackers.tfrecord import MissingExtra
+from dflash_tui.monitor.trackers.trackio import TrackioTail
+from dflash_tui.monitor.trackers.wandb import WandbTail
 from dflash_tui.monitor.views import TrackerView
 from dflash_tui.remote.pool import HostPool
 
@@ -47,7 +48,20 @@ def open_follower(
     if kind == "tensorboard":
         start = position if isinstance(position, EventsPosition) else EventsPosition()
         return EventsTail(pool, cfg.host, path, start, poll_s=poll_s, clock=clock)
-    raise MissingExtra(f"reading a {kind} tracker is not built yet; name a tensorboard directory")
+    if kind == "trackio":
+        assert cfg.trackio_run is not None
+        python = pool.config.hosts[cfg.host].python
+        return TrackioTail(
+            pool,
+            cfg.host,
+            path,
+            cfg.trackio_run,
+            position,
+            python=python,
+            poll_s=poll_s,
+            clock=clock,
+        )
+    return WandbTail(pool, cfg.host, path, position, poll_s=poll_s, clock=clock)
 
 
 def apply_tracker_batch(run: RunEntry, batch: ScalarBatch, now: float) -> bool:
@@ -58,7 +72,7 @@ def apply_tracker_batch(run: RunEntry, batch: ScalarBatch, now: float) -> bool:
     metrics = feed.apply(batch, now)
     for notice in batch.notices:
         run.notices.append(notice)
-    if run.cfg.log is None:
+    if run.cfg.text_log is None:
         history = run.history
         for m in metrics:
             history.add(m, now)
@@ -72,7 +86,7 @@ def tracker_failed(run: RunEntry, message: str, now: float) -> None:
     assert feed is not None
     feed.status, feed.error = "failed", message
     run.notices.append(TailNotice("failed", message, now))
-    if run.cfg.log is None:
+    if run.cfg.text_log is None:
         run.tail_status, run.tail_error = "failed", message
 
 

@@ -58,3 +58,58 @@ def record_ends(data: bytes) -> list[int]:
         pos += 12 + length + 4
         ends.append(pos)
     return ends
+
+
+TRACKIO_WRITER = """
+import json, sys, trackio
+project, run, first, last, resume = sys.argv[1:6]
+trackio.init(project=project, name=run, resume=resume)
+for step in range(int(first), int(last)):
+    trackio.log(json.loads(sys.argv[6].replace("STEP", str(step))), step=step)
+trackio.finish()
+"""
+
+
+def trackio_log(store: Path, project: str, run: str, steps: range, resume: str = "never") -> Path:
+    """Log `steps` of speculators-style metrics to trackio (its own writer, in a process of
+    its own with TRACKIO_DIR=`store`); returns the project's database."""
+    import os
+    import subprocess
+    import sys
+
+    metrics = '{"train": {"loss": STEP, "full_acc": 0.5, "eal": 2.5}, "train/position_0_acc": 0.9}'
+    env = {**os.environ, "TRACKIO_DIR": str(store), "HF_HUB_OFFLINE": "1"}
+    subprocess.run(
+        [sys.executable, "-c", TRACKIO_WRITER, project, run, str(steps.start), str(steps.stop),
+         resume, metrics],
+        env=env, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return store / f"{project}.db"
+
+
+WANDB_WRITER = """
+import os, sys, time, wandb
+root, steps, gate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+run = wandb.init(project="spec", name="eagle", dir=root)
+for step in range(steps):
+    if step == steps // 2:
+        while not os.path.exists(gate):
+            time.sleep(0.05)
+    run.log({"train/loss": 2.0 - step / 100, "train/acc": 0.5}, step=step)
+    print(f"step {step} loss {2.0 - step / 100:.4f} acc 0.5000", flush=True)
+run.finish()
+"""
+
+
+def wandb_offline_run(root: Path, steps: int, gate: Path) -> object:
+    """Start a W&B offline run (wandb's own writer, WANDB_MODE=offline, no network) that
+    logs and prints `steps` steps under `root/wandb`, pausing halfway until `gate` exists."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    return subprocess.Popen(
+        [sys.executable, "-c", WANDB_WRITER, str(root), str(steps), str(gate)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip

@@ -117,19 +117,20 @@ async def load_acc_lookup(
 
     async def load(name: str) -> None:
         run = config.run(name)
-        if run.log is None:
-            return  # a tracker-only run: its calibration pairs come from the monitor's history
+        log = run.text_log
+        if log is None:
+            return  # a TensorBoard or trackio run: no text log to read acc from here
         history = History()
         parser = MetricParser(run.metric_patterns)
         try:
             backlog = await load_backlog(
-                pool, run.host, run.log, parser=parser, on_metrics=history.add, timeout_s=120
+                pool, run.host, log, parser=parser, on_metrics=history.add, timeout_s=120
             )
         except RemoteError as exc:
-            errors.append(f"run {name}: cannot read {run.host}:{run.log}: {exc}")
+            errors.append(f"run {name}: cannot read {run.host}:{log}: {exc}")
             return
         if not backlog.exists:
-            errors.append(f"run {name}: {run.host}:{run.log} does not exist")
+            errors.append(f"run {name}: {run.host}:{log} does not exist")
             return
         histories[name] = history
 

@@ -35,7 +35,7 @@ class MissingExtra(RuntimeError):
 def masked_crc() -> Callable[[bytes], int]:
     """tensorboardX's masked CRC-32C, or MissingExtra naming the extra to install."""
     try:
-        from tensorboardX.record_writer import masked_crc32c
+        from tensorboardX.record_writer import masked_crc32c  # type: ignore[import-untyped]  # untyped package
     except ImportError:
         raise MissingExtra(
             f"reading TensorBoard event files needs tensorboardX: {INSTALL_HINT}"
