@@ -167,9 +167,21 @@ class RunEntry:
             times.append(self.probe_at - max(0.0, self.host_now - probe.log.mtime))
         if self.last_line_at is not None:
             times.append(self.last_line_at)
-        if self.feed is not None and self.feed.last_record_at is not None:
-            times.append(self.feed.last_record_at)
+        feed = self.feed
+        if feed is not None:
+            if feed.last_record_at is not None:
+                times.append(feed.last_record_at)
+            written = feed.last_written_at
+            if written is not None and self.probe_at is not None and self.host_now is not None:
+                # the trainer's own time on its newest record, on the host's clock
+                times.append(self.probe_at - max(0.0, self.host_now - written))
         return max(times) if times else None
+
+    def watched(self) -> str:
+        """The path the probe stats for this run: its log, or its tracker's newest file."""
+        if self.feed is not None and self.cfg.text_log is None:
+            return self.feed.watched()
+        return self.cfg.watched
 
 
 def next_tick_in(period_s: float, began: float) -> float:

@@ -441,7 +441,7 @@ class Monitor:
             host_error=host.error,
             probe=run.probe,
             pattern=run.cfg.process,
-            log_path=run.cfg.watched,
+            log_path=run.watched(),
             log_age_s=age,
             stall_after_s=run.stall_after_s,
             last_line=run.ring[-1].text if run.ring else None,
@@ -706,7 +706,7 @@ class Monitor:
         if it was not reachable, or if its last ping is PING_EVERY_S old."""
         async with host.lock:
             runs = [r for r in self._runs.values() if r.cfg.host == host.name]
-            targets = [ProbeTarget(r.cfg.watched, r.cfg.process) for r in runs]
+            targets = [ProbeTarget(r.watched(), r.cfg.process) for r in runs]
             timeout = self.options.probe_timeout_s
             was = host.reachable
             probe: HostProbe | None = None

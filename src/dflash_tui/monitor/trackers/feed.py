@@ -9,6 +9,7 @@ own name, the newest `points_per_name` of each.
 
 from __future__ import annotations
 
+import posixpath
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -49,7 +50,10 @@ class TrackerFeed:
         self.status = "loading"
         self.error: str | None = None
         self.position: object = None
+        # When a record arrived while the reader was caught up (so it was just written),
+        # on the monitor's clock; and the newest record's own time, on the host's clock.
         self.last_record_at: float | None = None
+        self.last_written_at: float | None = None
         self.caught_up = False
 
     def apply(self, batch: ScalarBatch, now: float) -> list[Metrics]:
@@ -58,10 +62,14 @@ class TrackerFeed:
         self.scalars += len(batch.scalars)
         self.corrupt += batch.corrupt
         self.position = batch.position
-        if batch.records:
+        if batch.records and self.caught_up:
             self.last_record_at = now
         if batch.caught_up:
             self.caught_up = True
+        for scalar in batch.scalars:
+            wall = scalar.wall_time
+            if wall is not None and (self.last_written_at is None or wall > self.last_written_at):
+                self.last_written_at = wall
         for notice in batch.notices:
             self._status(notice)
         if batch.records and self.status in ("loading", "missing"):
@@ -130,6 +138,14 @@ class TrackerFeed:
                 continue
             out.append((step, tuple(values[k] for k in sorted(values))))
         return tuple(out)
+
+    def watched(self) -> str:
+        """The file whose growth says the trainer writes: a TensorBoard directory's current
+        events file once known, else the tracker's path."""
+        file = getattr(self.position, "file", None)
+        if self.kind == "tensorboard" and isinstance(file, str):
+            return posixpath.join(self.path, file)
+        return self.path
 
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self.series))
