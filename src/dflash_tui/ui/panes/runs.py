@@ -98,10 +98,12 @@ def columns_for(wide: bool, width: int) -> tuple[Column, ...]:
 
 TAU_MARKERS = {"independence": "~", "calibrated": "*"}
 SERVED_MARKER = "="
+TRAINER_MARKER = "^"
 TAU_LEGEND = (
     "tau: 4.31~ independence estimate from per-position accuracies; "
     "4.31* calibrated on this run's measured (acc, tau) pairs; "
-    "3.12= acceptance length a server (vLLM, SGLang) reports"
+    "3.12= acceptance length a server (vLLM, SGLang) reports; "
+    "3.41^ the trainer's own estimate from its tracker, where the console has none"
 )
 
 
@@ -379,6 +381,8 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
                     continue
                 tau = view.tau.value
                 text = fmt.DASH if tau is None else f"{tau:.2f}{tau_marker(view.tau.method)}"
+                if tau is None and view.trainer_tau is not None:
+                    tau, text = view.trainer_tau, f"{view.trainer_tau:.2f}{TRAINER_MARKER}"
                 cells.append(self._pad(col, text, "" if tau is not None else self._style("dim")))
             elif key == "eta":
                 cells.append(self._pad(col, fmt.duration(view.eta_s)))
