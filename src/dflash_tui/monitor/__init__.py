@@ -24,7 +24,10 @@ through reconnects, rotation and truncation; lines in batches of ~75 ms). Per
 host, a task named `probe:<host>` that every `console.refresh_s` (never
 faster, except on `refresh_now()`) pings the host and runs one probe for all
 its runs: host clock, each log's stat, matching processes, nvidia-smi
-(`liveness.py`, `gpu.py`).
+(`liveness.py`, `gpu.py`). Per run that names a tracker (`tensorboard`,
+`trackio`, `wandb`), a task named `tracker:<run>` that reads it from the start
+and follows it (`trackers/`, wired in by `tracking.py`; docs/monitoring.md
+"Trackers"): a run with no text log takes its history from there.
 
 Snapshots (`views.py`, all frozen; pull them, they are cheap when unchanged):
 
@@ -35,7 +38,11 @@ Snapshots (`views.py`, all frozen; pull them, they are cheap when unchanged):
   (`log_changed_at`, `age_s(now)` for a ticking display); processes (pid,
   elapsed, command line); `lines` (recent-lines ring, `LogLine(seq, text)`);
   `series` (`HistorySeries` columns for plots: steps, loss, loss_ema, acc,
-  acc_ema, tok_s, lr, with nan gaps); tail status and parse counters.
+  acc_ema, tok_s, lr, with nan gaps); tail status and parse counters; from a
+  tracker, `trainer_tau` (the trainer's own estimate, `trainer_tau_source`
+  naming the scalar), `tracker` (`TrackerView`: counts, status, every scalar
+  name; `Monitor.scalar_series(run, name)` plots any), and per-position
+  accuracy by step (`acc_per_position_steps`, `eval_acc_per_position_steps`).
 - `HostView`: reachable (None until the first probe), error, latency,
   GPUs (`GpuInfo`), clock offset, its runs.
 - `Monitor.snapshot()`: all of them at once; `Monitor.lines(run, after_seq)`.

@@ -60,3 +60,17 @@ def test_the_best_estimate_wins_and_unknown_names_are_kept() -> None:
     assert feed.trainer_tau is not None
     assert (feed.trainer_tau.source, feed.trainer_tau.step) == ("eval/simulated_acc_len", 10)
     assert list(feed.series["train/grad_norm"]) == [(20, 0.7)]
+
+
+def test_without_tensorboardx_the_run_says_what_to_install(monkeypatch) -> None:
+    import sys
+
+    from dflash_tui.core.config import RunConfig
+    from dflash_tui.monitor.trackers.tfrecord import MissingExtra
+    from dflash_tui.monitor.tracking import open_follower
+
+    for name in ("tensorboardX", "tensorboardX.record_writer", "tensorboardX.proto"):
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it now fails
+    cfg = RunConfig(name="r", host="h", log=None, tensorboard="out/runs")
+    with pytest.raises(MissingExtra, match=r"pip install 'dflash-tui\[tensorboard\]'"):
+        open_follower(None, cfg, None)  # type: ignore[arg-type]  # fails before any I/O
