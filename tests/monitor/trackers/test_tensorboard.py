@@ -64,7 +64,7 @@ async def test_every_record_once_through_drops_mid_record(
     followed = runs / source.name
     followed.write_bytes(b"")
     rng = random.Random(7)
-    cuts = [*sorted({rng.randrange(1, len(data)) for _ in range(12)} - set(ends)), len(data)]
+    cuts = [*sorted({rng.randrange(1, len(data)) for _ in range(6)} - set(ends)), len(data)]
     seen = Seen()
     async with HostPool(load_config(write_config({"a": sshd}))) as pool:
         tail = EventsTail(pool, "a", str(runs), poll_s=0.05)
@@ -87,7 +87,7 @@ async def test_every_record_once_through_drops_mid_record(
                 lambda: seen.records == len(ends), "every record", seen=lambda: seen.records
             )
             task.cancel()
-    assert kills == len(cuts) - 1 >= 10 and tail.connects >= kills + 1
+    assert kills == len(cuts) - 1 >= 5 and tail.connects >= kills + 1
     assert len(seen.notices("disconnected")) >= kills
     assert seen.scalars == _expected(range(60))  # none lost, none repeated, in order
     assert tail.position == EventsPosition(source.name, len(data))

@@ -27,8 +27,9 @@ async def test_a_wandb_offline_run_is_followed_through_its_output_log(
             await monitor.start()
             try:
                 view = lambda: monitor.run_view("w")  # noqa: E731
+                # wandb starts its own service process first: on a busy machine, a while
                 await async_wait_until(
-                    lambda: view().step == 9, "the first half from output.log", seen=view
+                    lambda: view().step == 9, "the first half from output.log", 90, seen=view
                 )
                 gate.touch()
                 await async_wait_until(lambda: view().step == 19, "the rest", seen=view)
