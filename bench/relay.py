@@ -44,6 +44,16 @@ a pyenv shim or a module-loading wrapper does on many GPU boxes). The load
 average is printed before, after and with every round.
 
     .venv/bin/python bench/relay.py --netns --sizes 1M,256M,tree --slow-python
+
+GPU boxes' login shells are slow: sshd runs every command (and an external
+sftp-server) through the user's shell, which sources ~/.bashrc, where conda's
+or pyenv's init block often costs 0.2-0.5 s. `--login-shell-s S` gives the
+hosts' user a .bashrc that costs S seconds (a sleep, so the cost is the same
+every time); `--login-shell pyenv` one with a real `pyenv init` (when pyenv is
+installed here). The sshd logs count the sessions each relay starts (commands
+and subsystems): printed per item as "sessions per relay".
+
+    .venv/bin/python bench/relay.py --netns --sizes 1M,tree --login-shell-s 0.3
 """
 
 from __future__ import annotations
@@ -313,6 +323,21 @@ def main() -> None:
         "execs the real one (a pyenv shim's start-up)",
     )
     parser.add_argument(
+        "--login-shell-s",
+        type=float,
+        default=0.0,
+        help="--netns: the hosts' ~/.bashrc costs this many seconds (conda/pyenv init)",
+    )
+    parser.add_argument(
+        "--login-shell",
+        choices=("pyenv",),
+        default=None,
+        help="--netns: the hosts' ~/.bashrc runs a real `pyenv init -` (pyenv installed here)",
+    )
+    parser.add_argument(
+        "--netns-prefix", default=NETNS_PREFIX, help="--netns: namespace name prefix"
+    )
+    parser.add_argument(
         "--rounds", type=int, default=None, help="rounds (default 5 with --netns, else 3)"
     )
     parser.add_argument("--streams", type=int, default=None, help="dflash-tui relay --streams")
@@ -420,6 +445,23 @@ def _load() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
+def _bashrc(login_shell_s: float, login_shell: str | None) -> str:
+    """The hosts' ~/.bashrc: empty, a sleep of `login_shell_s`, or a real pyenv init."""
+    lines = []
+    if login_shell_s:
+        lines.append(f"sleep {login_shell_s}")
+    if login_shell == "pyenv":
+        root = Path.home() / ".pyenv"
+        if not (root / "bin" / "pyenv").exists():
+            raise SystemExit(f"--login-shell pyenv: no pyenv in {root}")
+        lines += [
+            f"export PYENV_ROOT={root}",
+            'export PATH="$PYENV_ROOT/bin:$PATH"',
+            'eval "$(pyenv init -)"',
+        ]
+    return "".join(f"{line}\n" for line in lines)
+
+
 class NetnsBench:
     """Eval and train hosts in namespaces that reach only this machine (the jump host)."""
 
@@ -430,6 +472,8 @@ class NetnsBench:
         before_src: Path | None = None,
         host_python: str | None = None,
         slow_python: float = 0.0,
+        bashrc: str = "",
+        prefix: str = "dfb",
     ) -> None:
         self.work = work
         self.streams = streams
@@ -437,19 +481,24 @@ class NetnsBench:
         self.workers_too: str | None = None
         self.namespaces: list[Namespace] = []
         self.hosts: list[SshdHost] = []
-        remove_stale_namespaces(NETNS_PREFIX)
+        remove_stale_namespaces(prefix)
         self.key = ClientKey.generate(work / "key")
         env = _host_python_env(work / "host-bin", host_python, slow_python)
         for letter in "et":
-            self.namespaces.append(make_namespace(letter, NETNS_PREFIX))
+            self.namespaces.append(make_namespace(letter, prefix))
         ns_e, ns_t = self.namespaces
+        # VERBOSE: sshd logs "Starting session: ..." for every command and subsystem.
         self.eval = SshdHost(
-            work / "eval", self.key, netns=ns_e.name, address=ns_e.address, env=env
-        )
+            work / "eval", self.key, netns=ns_e.name, address=ns_e.address, env=env,
+            log_level="VERBOSE",
+        )  # fmt: skip
         self.train = SshdHost(
-            work / "train", self.key, netns=ns_t.name, address=ns_t.address, env=env
-        )
+            work / "train", self.key, netns=ns_t.name, address=ns_t.address, env=env,
+            log_level="VERBOSE",
+        )  # fmt: skip
         for host in (self.eval, self.train):
+            assert host.home is not None
+            (host.home / ".bashrc").write_text(bashrc)
             self.hosts.append(host.start())
         if ns_e.can_connect(self.train.address, 22) or ns_t.can_connect(self.eval.address, 22):
             raise SystemExit("the namespaces reach each other: not a jump-host topology")
@@ -480,6 +529,21 @@ class NetnsBench:
             host.stop()
         for ns in self.namespaces:
             delete_namespace(ns.name)
+
+    def sessions(self) -> tuple[int, int, int, int]:
+        """Sessions sshd started so far: (eval commands, eval subsystems, train ..., ...)."""
+        counts: list[int] = []
+        for host in (self.eval, self.train):
+            text = host.log_path.read_text(errors="replace")
+            counts.append(text.count("Starting session: command"))
+            counts.append(text.count("Starting session: subsystem"))
+        return counts[0], counts[1], counts[2], counts[3]
+
+    def login_shell(self) -> str:
+        """How long `ssh eval true` takes (the login shell's cost, plus connecting)."""
+        started = time.perf_counter()
+        subprocess.run([*self._ssh(self.eval), "true"], check=True)
+        return f"`ssh eval true` {time.perf_counter() - started:.3f} s"
 
     def host_python(self) -> str:
         """Which python3 the hosts' sessions find, and how long `python3 -c pass` takes there."""
@@ -622,15 +686,19 @@ def netns_main(args: argparse.Namespace) -> None:
     bench: NetnsBench | None = None
     times: dict[tuple[str, str], list[float]] = {}
     traces: dict[str, list[dict[str, float]]] = {}
+    sessions: dict[str, tuple[int, int, int, int]] = {}
     uptime0 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"uptime before: {uptime0}", flush=True)
     python_line = ""
     try:
         before = Path(args.before_src).resolve() if args.before_src else None
         slow = SLOW_PYTHON_S if args.slow_python else 0.0
-        bench = NetnsBench(work, args.streams, before, args.host_python, slow)
+        bashrc = _bashrc(args.login_shell_s, args.login_shell)
+        bench = NetnsBench(
+            work, args.streams, before, args.host_python, slow, bashrc, args.netns_prefix
+        )
         bench.workers_too = args.workers_too
-        python_line = bench.host_python()
+        python_line = bench.host_python() + "; " + bench.login_shell()
         print(f"hosts' python3: {python_line}", flush=True)
         sources: dict[str, tuple[Path, object]] = {}
         for item in items:
@@ -651,7 +719,14 @@ def netns_main(args: argparse.Namespace) -> None:
                 methods += ["relay_inproc"] if args.workers_too and item != TREE else []
                 shift = rnd % len(methods)  # alternate who goes first
                 for name in methods[shift:] + methods[:shift]:
+                    before_sessions = bench.sessions()
                     elapsed, dst, phases = getattr(bench, name)(src)
+                    if name == "relay":
+                        time.sleep(0.2)  # sshd logs a session as it starts; let it write
+                        counted = [
+                            b - a for a, b in zip(before_sessions, bench.sessions(), strict=True)
+                        ]
+                        sessions[item] = (counted[0], counted[1], counted[2], counted[3])
                     got = _tree_sha(dst) if item == TREE else _sha256(dst)
                     if got != want:
                         raise SystemExit(f"{name} {item}: WRONG COPY")
@@ -698,6 +773,11 @@ def netns_main(args: argparse.Namespace) -> None:
         keys = list(rows[0])
         shown = ", ".join(f"{k} {statistics.median(r.get(k, 0.0) for r in rows):.3f}" for k in keys)
         print(f"relay phases {item} (median s since start): {shown}")
+    for item, (ec, es, tc, ts) in sessions.items():
+        print(
+            f"sessions per relay {item}: eval {ec} command(s) + {es} subsystem(s), "
+            f"train {tc} command(s) + {ts} subsystem(s)"
+        )
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ def _sha(path: Path) -> str:
 
 
 def _small_split(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    engine = importlib.import_module("dflash_tui.transfer.hosts.relay")
-    monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16 * MIB)
-    monkeypatch.setattr(engine, "SPLIT_PIECE_BYTES", 8 * MIB)
+    tuning = importlib.import_module("dflash_tui.transfer.hosts.stream_path")
+    monkeypatch.setattr(tuning, "SPLIT_MIN_BYTES", 16 * MIB)
+    monkeypatch.setattr(tuning, "SPLIT_PIECE_BYTES", 8 * MIB)
 
 
 def _record_runs(monkeypatch) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
@@ -108,13 +108,15 @@ async def test_a_split_file_is_hashed_at_the_destination_as_its_pieces_land(
     not read back whole after the last piece; the two ends still agree."""
     _small_split(monkeypatch)
     engine = importlib.import_module("dflash_tui.transfer.hosts.relay")
-    monkeypatch.setattr(engine, "HASH_STEP_BYTES", 4 * MIB)
+    monkeypatch.setattr(
+        importlib.import_module("dflash_tui.transfer.hosts.stream_path"), "HASH_STEP_BYTES", 4 * MIB
+    )
     whole_hashes: list[tuple[str, str]] = []
     real_hash = engine.HostRelay._hash
 
-    async def hash_(self, side, path):  # type: ignore[no-untyped-def]
+    async def hash_(self, side, path, size=None):  # type: ignore[no-untyped-def]
         whole_hashes.append((side.label, path))
-        return await real_hash(self, side, path)
+        return await real_hash(self, side, path, size)
 
     monkeypatch.setattr(engine.HostRelay, "_hash", hash_)
     a, b = sshd_factory("a"), sshd_factory("b")

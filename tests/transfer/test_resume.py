@@ -187,8 +187,9 @@ async def test_a_large_file_moves_in_pieces_at_once_and_survives_a_drop(
     """Above SPLIT_MIN_BYTES a file goes in stripes over several streams, hashed whole
     beside them; a drop mid-way resends only what was in flight."""
     engine = importlib.import_module("dflash_tui.transfer.hosts.relay")
-    monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16 * MIB)
-    monkeypatch.setattr(engine, "SPLIT_PIECE_BYTES", 8 * MIB)
+    tuning = importlib.import_module("dflash_tui.transfer.hosts.stream_path")
+    monkeypatch.setattr(tuning, "SPLIT_MIN_BYTES", 16 * MIB)
+    monkeypatch.setattr(tuning, "SPLIT_PIECE_BYTES", 8 * MIB)
     started: list[int] = []
     real_pieces = engine.HostRelay._pieces
 

@@ -473,6 +473,24 @@ class HostPool:
         return RemoteStream(self, name, argv, env=env, encoding=encoding, kill_on_exit=kill_on_exit)
 
     @contextlib.asynccontextmanager
+    async def sftp(self, name: str) -> AsyncIterator[asyncssh.SFTPClient]:
+        """An SFTP session on `name`, in one channel slot until the block ends.
+
+        No command and so no login shell runs for it where the server has an
+        internal SFTP subsystem (OpenSSH's `internal-sftp`); with an external
+        `sftp-server` the user's shell starts it once. It sees the host's own
+        files, not those behind an `exec_prefix` (a container's).
+        """
+        async with self._slot(name) as conn:
+            client = await conn.start_sftp_client()
+            try:
+                yield client
+            finally:
+                client.exit()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.wait_closed(), KILL_TIMEOUT_S)
+
+    @contextlib.asynccontextmanager
     async def tcp(
         self, name: str, address: str, port: int
     ) -> AsyncIterator[tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]]:

@@ -171,6 +171,14 @@ async def prepare(
             dirs.insert(0, root.path)
     if not dirs and not parts:
         return
+    client = await side.files()
+    if client is not None:
+        from dflash_tui.transfer import sftp
+
+        async with sftp.guard(side):
+            await sftp.make_dirs(client, side.label, dirs)
+            await sftp.touch(client, side.label, parts)
+        return
     out = await side.run(argv(PREPARE, len(dirs), *dirs, *parts))
     if not out.ok:
         raise describe_failure(f"{side.label}:{root.path}", out, "creating the destination")

@@ -75,6 +75,12 @@ def describe_failure(where: str, out: Output, what: str) -> TransferError:
 
 async def walk_source(side: Side, src: Endpoint) -> SourceTree:
     """Every directory and regular file under `src` (symlinks followed)."""
+    client = await side.files()
+    if client is not None:
+        from dflash_tui.transfer import sftp
+
+        async with sftp.guard(side):
+            return await sftp.walk(client, side.label, src)
     out = await side.run(argv(WALK, src.path))
     if not out.ok:
         if out.exit_status is None:
@@ -112,6 +118,12 @@ async def walk_source(side: Side, src: Endpoint) -> SourceTree:
 
 async def inspect_paths(side: Side, paths: list[str]) -> list[PathState]:
     """What is at each path on `side`, in order."""
+    client = await side.files()
+    if client is not None:
+        from dflash_tui.transfer import sftp
+
+        async with sftp.guard(side):
+            return await sftp.inspect(client, paths)
     states: list[PathState] = []
     for start in range(0, len(paths), _INSPECT_BATCH):
         batch = paths[start : start + _INSPECT_BATCH]
@@ -180,6 +192,12 @@ async def resolve_destination(
 async def free_bytes(side: Side, path: str) -> tuple[int | None, str]:
     """Bytes available where `path` will be (None if df gave no answer), and the deepest
     existing directory at or above `path`, where that was measured."""
+    client = await side.files()
+    if client is not None:
+        from dflash_tui.transfer import sftp
+
+        async with sftp.guard(side):
+            return await sftp.free_bytes(client, path)
     out = await side.run(argv(FREE_KIB, path))
     kib, _, where = out.text.strip().partition(" ")
     try:

@@ -21,6 +21,8 @@ from dflash_tui.transfer import trace
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 
 if TYPE_CHECKING:
+    import asyncssh
+
     from dflash_tui.remote.pool import HostPool
 
 LOCAL = "local"
@@ -162,6 +164,19 @@ class Side:
         """Start argv with its pipes open; the whole process group is killed on exit."""
         raise NotImplementedError
 
+    async def files(self) -> asyncssh.SFTPClient | None:
+        """This side's SFTP session (opened on first use, kept until close_files), or
+        None where the shell scripts answer instead: this machine, a host with an
+        exec_prefix (its files are inside a container), a host without SFTP."""
+        return None
+
+    async def close_files(self) -> None:
+        """End the SFTP session, if one is open."""
+
+    def shell_only(self) -> None:
+        """Answer everything by the shell scripts from now on (e.g. for relative paths:
+        a shell's working directory is the one they are relative to)."""
+
 
 class RemoteSide(Side):
     """A host from hosts.toml, through the shared HostPool."""
@@ -169,6 +184,49 @@ class RemoteSide(Side):
     def __init__(self, pool: HostPool, host: str) -> None:
         self.pool = pool
         self.label = host
+        self._files: asyncssh.SFTPClient | None = None
+        self._files_stack: contextlib.AsyncExitStack | None = None
+        self._files_lock = asyncio.Lock()
+        self._no_files = bool(pool.host(host).exec_prefix)
+
+    async def files(self) -> asyncssh.SFTPClient | None:
+        if self._no_files:
+            return None
+        async with self._files_lock:
+            if self._files is not None:
+                return self._files
+            stack = contextlib.AsyncExitStack()
+            try:
+                self._files = await stack.enter_async_context(self.pool.sftp(self.label))
+            except HostUnreachable as exc:
+                await stack.aclose()
+                raise ConnectionLost(self.label, exc.message) from None
+            except RemoteError as exc:
+                await stack.aclose()
+                raise TransferError(f"{exc.host}: {exc.message}", kind="unreachable") from None
+            except _transport_errors() as exc:
+                await stack.aclose()
+                from dflash_tui.remote.pool import asyncssh
+
+                if isinstance(exc, asyncssh.Error) and not isinstance(
+                    exc, asyncssh.DisconnectError
+                ):
+                    self._no_files = True  # no SFTP subsystem here: the shell scripts
+                    trace.mark("no_sftp")
+                    return None
+                raise ConnectionLost(self.label, f"connection lost: {exc}") from None
+            self._files_stack = stack
+            trace.mark("sftp")
+            return self._files
+
+    def shell_only(self) -> None:
+        self._no_files = True
+
+    async def close_files(self) -> None:
+        stack, self._files_stack, self._files = self._files_stack, None, None
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                await stack.aclose()
 
     async def connect(self) -> None:
         trace.mark("connecting")

@@ -126,19 +126,6 @@ class SmallBatch:
             await self.close()
 
 
-async def move_small(
-    src: Side,
-    dst: Side,
-    files: Sequence[SmallFile],
-    *,
-    force: bool,
-    on_bytes: Callable[[SmallFile, int], None],
-) -> list[SmallOutcome]:
-    """Move all of `files` (see the module's docstring and SmallBatch.run)."""
-    got = await SmallBatch(src, dst, files, force=force).run([True] * len(files), on_bytes)
-    return [o for o in got if o is not None]
-
-
 async def _pump(
     src: Side,
     dst: Side,

@@ -1,0 +1,84 @@
+"""Hosts whose login shell is slow (a conda or pyenv init in ~/.bashrc): the relay asks
+them over SFTP and starts no shell for small files, counted in sshd's own log."""
+
+from __future__ import annotations
+
+import pytest
+
+from dflash_tui.transfer import RelayOptions, TransferError, relay
+from tests.testbed import SshdHost
+from tests.transfer.conftest import part_files, random_file, relay_env, tree_digest
+
+MIB = 1 << 20
+# What a `pyenv init` in ~/.bashrc costs every command sshd starts.
+SLOW_BASHRC = "sleep 0.3\n"
+
+
+def _slow_host(sshd_factory, name: str) -> SshdHost:  # type: ignore[no-untyped-def]
+    # VERBOSE: sshd logs "Starting session: command ..." or "... subsystem ..." for each.
+    host = sshd_factory(name, log_level="VERBOSE")
+    assert host.home is not None
+    (host.home / ".bashrc").write_text(SLOW_BASHRC)
+    return host
+
+
+def _sessions(host: SshdHost) -> tuple[int, int]:
+    """(commands, subsystems) sshd has started for `host` so far."""
+    text = host.log_path.read_text(errors="replace")
+    return text.count("Starting session: command"), text.count("Starting session: subsystem")
+
+
+async def test_a_results_tree_moves_over_sftp_without_a_shell(sshd_factory, write_config) -> None:
+    a, b = _slow_host(sshd_factory, "a"), _slow_host(sshd_factory, "b")
+    config = write_config({"a": a, "b": b})
+    src = a.home / "results"
+    for i in range(30):
+        random_file(src / f"run-{i // 5:02d}" / f"metrics {i};$(x)'.json", 100 + 997 * i)
+    (src / "empty").mkdir(parents=True)
+    (src / "run-00" / "zero.bin").write_bytes(b"")
+    (src / "run-01" / "metrics 5;$(x)'.json").chmod(0o600)
+    random_file(src / "weights.bin", 3 * MIB + 1)
+    async with relay_env(config) as (pool, conn):
+        result = await relay(pool, conn, f"a:{src}", f"b:{b.home}/")
+        again = await relay(pool, conn, f"a:{src}", f"b:{b.home}/")
+    assert tree_digest(b.home / "results") == tree_digest(src)
+    assert len(result.files) == 32 and not part_files(b.home)
+    assert all(f.sha256_src == f.sha256_dst for f in result.files)
+    assert again.bytes_sent == 0 and all(f.skipped for f in again.files)
+    for host in (a, b):
+        commands, subsystems = _sessions(host)
+        assert commands == 0, f"{host.root.name}: {commands} shell(s) started"
+        assert subsystems >= 1, f"{host.root.name}: no SFTP session"
+
+
+async def test_a_file_in_the_way_of_a_directory_is_found_over_sftp(
+    sshd_factory, write_config
+) -> None:
+    a, b = _slow_host(sshd_factory, "a"), _slow_host(sshd_factory, "b")
+    config = write_config({"a": a, "b": b})
+    random_file(a.home / "ckpt" / "sub" / "x.bin", 1000)
+    (b.home / "ckpt").mkdir()
+    (b.home / "ckpt" / "sub").write_bytes(b"in the way")
+    async with relay_env(config) as (pool, conn):
+        with pytest.raises(TransferError) as info:
+            await relay(
+                pool, conn, f"a:{a.home}/ckpt", f"b:{b.home}/", options=RelayOptions(retries=0)
+            )
+    assert info.value.kind == "collision" and f"{b.home}/ckpt/sub" in info.value.message
+    assert (b.home / "ckpt" / "sub").read_bytes() == b"in the way"
+    assert _sessions(a)[0] == 0 and _sessions(b)[0] == 0
+
+
+async def test_a_large_file_starts_its_shells_once_per_stream(sshd_factory, write_config) -> None:
+    """Above the SFTP size the streams carry the bytes: one shell per stream and host
+    (python3 there), and none for the walk, the check, the space or the rename."""
+    a, b = _slow_host(sshd_factory, "a"), _slow_host(sshd_factory, "b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "big.bin", 20 * MIB)
+    options = RelayOptions(streams=1, retries=0)
+    async with relay_env(config) as (pool, conn):
+        result = await relay(
+            pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin", options=options
+        )
+    assert result.files[0].sha256_dst == sha and not part_files(b.home)
+    assert _sessions(a)[0] == 1 and _sessions(b)[0] == 1, (_sessions(a), _sessions(b))
