@@ -122,7 +122,8 @@ async def walk(client: asyncssh.SFTPClient, label: str, src: Endpoint) -> Source
         raise TransferError(f"{src}: no such file or directory", kind="missing")
     kind = _kind(root)
     if kind == "f":
-        await _readable(client, src.path, str(src))
+        if (root.permissions or 0) & 0o444 != 0o444:
+            await _readable(client, src.path, str(src))
         return SourceTree(False, files=[_source_file("", root)])
     if kind != "d":
         raise TransferError(
@@ -144,9 +145,9 @@ async def walk(client: asyncssh.SFTPClient, label: str, src: Endpoint) -> Source
                     tree.files.append(_source_file(rel, attrs))
                 else:
                     tree.skipped.append((rel, "not a regular file or directory"))
-    await bounded(
-        [_checker(client, src.join(f.rel).path, str(src.join(f.rel))) for f in tree.files]
-    )
+    # Opened once each to refuse an unreadable file up front, unless anyone may read it.
+    doubtful = [f for f in tree.files if f.mode & 0o444 != 0o444]
+    await bounded([_checker(client, src.join(f.rel).path, str(src.join(f.rel))) for f in doubtful])
     return tree
 
 
@@ -229,8 +230,56 @@ async def _lexists(client: asyncssh.SFTPClient, path: str) -> bool:
 
 
 async def inspect(client: asyncssh.SFTPClient, paths: list[str]) -> list[PathState]:
-    """What is at each path, as INSPECT answers: d, f (with size), o, p or n."""
-    return await bounded([_inspector(client, p) for p in paths])
+    """What is at each path, as INSPECT answers: d, f (with size), o, p or n.
+
+    Many paths in few directories (a tree's files and their .part names) are
+    answered from one listing per directory rather than one stat per path."""
+    by_dir: dict[str, list[int]] = {}
+    for index, path in enumerate(paths):
+        by_dir.setdefault(posixpath.dirname(path), []).append(index)
+    listed = [d for d, members in by_dir.items() if d and len(members) > 2]
+    listings = await bounded([_bind_list(client, d) for d in listed])
+    states: list[PathState | None] = [None] * len(paths)
+    # A folder that cannot be listed: not there (its members are absent too, or cannot
+    # be looked at when the folder cannot), or not readable (each path asked alone).
+    unlisted = [d for d, names in zip(listed, listings, strict=True) if names is None]
+    folder_states = dict(
+        zip(unlisted, await bounded([_inspector(client, d) for d in unlisted]), strict=True)
+    )
+    for folder, names in zip(listed, listings, strict=True):
+        if names is None:
+            state = folder_states[folder]
+            if state.kind in ("n", "p"):
+                for index in by_dir[folder]:
+                    states[index] = PathState(state.kind, 0)
+            continue
+        for index in by_dir[folder]:
+            attrs = names.get(posixpath.basename(paths[index]))
+            if attrs is None:
+                states[index] = PathState("n", 0)
+            elif not stat.S_ISLNK(attrs.permissions or 0):  # links: stat'ed below
+                kind = _kind(attrs)
+                states[index] = PathState(kind, (attrs.size or 0) if kind == "f" else 0)
+    rest = [i for i, state in enumerate(states) if state is None]
+    answers = await bounded([_inspector(client, paths[i]) for i in rest])
+    for index, state in zip(rest, answers, strict=True):
+        states[index] = state
+    return [state for state in states if state is not None]
+
+
+def _bind_list(
+    client: asyncssh.SFTPClient, folder: str
+) -> Callable[[], Awaitable[dict[str, asyncssh.SFTPAttrs] | None]]:
+    async def call() -> dict[str, asyncssh.SFTPAttrs] | None:
+        ssh = _asyncssh()
+        try:
+            names = await client.readdir(folder)
+        except ssh.SFTPError as exc:
+            keep_if_lost(exc)
+            return None
+        return {str(n.filename): n.attrs for n in names}
+
+    return call
 
 
 def _inspector(client: asyncssh.SFTPClient, path: str) -> Callable[[], Awaitable[PathState]]:
@@ -327,26 +376,41 @@ async def touch(client: asyncssh.SFTPClient, label: str, parts: Sequence[str]) -
 async def finish(
     client: asyncssh.SFTPClient, label: str, part: str, final: str, mode: int, *, force: bool
 ) -> None:
-    """Give `part` its mode and final name, as FINISH does: never over a file that
-    appeared meanwhile unless `force` (OpenSSH's SFTP rename is a hard link, then an
-    unlink: it fails when the new name exists)."""
+    """Give `part` its mode and final name, as FINISH does (see rename)."""
     ssh = _asyncssh()
-    where = f"{label}:{final}"
     try:
         await client.chmod(part, mode)
     except ssh.SFTPError as exc:
         keep_if_lost(exc)
-        raise error_for(where, exc, "renaming") from None
-    target = await _stat(client, final)
-    if target is not None and stat.S_ISDIR(target.permissions or 0):
-        raise TransferError(f"{where}: name collision: {final} is a directory", kind="collision")
+        raise error_for(f"{label}:{final}", exc, "renaming") from None
+    await rename(client, label, part, final, force)
+
+
+async def rename(
+    client: asyncssh.SFTPClient, label: str, part: str, final: str, force: bool
+) -> None:
+    """Move `part` to `final`: never over a file that appeared meanwhile unless `force`
+    (OpenSSH's SFTP rename is a hard link, then an unlink: it fails when the new name
+    exists), never over a directory."""
+    ssh = _asyncssh()
+    where = f"{label}:{final}"
     try:
         if force:
+            target = await _stat(client, final)
+            if target is not None and stat.S_ISDIR(target.permissions or 0):
+                raise TransferError(
+                    f"{where}: name collision: {final} is a directory", kind="collision"
+                )
             await client.posix_rename(part, final)
         else:
             await client.rename(part, final)
     except ssh.SFTPError as exc:
         keep_if_lost(exc)
+        target = await _stat(client, final)
+        if target is not None and stat.S_ISDIR(target.permissions or 0):
+            raise TransferError(
+                f"{where}: name collision: {final} is a directory", kind="collision"
+            ) from None
         if not force and await _lexists(client, final):
             raise TransferError(
                 f"{where}: name collision: {final} appeared during the transfer", kind="collision"

@@ -17,6 +17,7 @@ what SFTP can do").
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 # Files up to this size go through SFTP (bigger ones through the streams, which
 # resume mid-file); this many at once, each read in chunks of CHUNK.
 MAX_FILE_BYTES = 16 << 20
-FILES_AT_ONCE = 8
+FILES_AT_ONCE = 32
 CHUNK = 4 << 20
 
 
@@ -113,52 +114,66 @@ class SftpMover:
         await sftp.bounded([mover(i) for i in range(len(files))], FILES_AT_ONCE)
 
     async def _one(self, f: SftpFile, on_bytes: Callable[[int], None]) -> Moved:
+        """One file in few round trips: both handles opened at once, the source read,
+        NAME.part written and read back through one handle, its mode set and both
+        handles closed at once, then the rename."""
         ssh = sftp._asyncssh()
         src_sha = hashlib.sha256()
-        where = f"{self.dst.label}:{f.dst_final}"
+        dst_sha = hashlib.sha256()
         async with sftp.guard(self.src), sftp.guard(self.dst):
+            opened = await asyncio.gather(
+                self.src_client.open(f.src_path, "rb", encoding=None),
+                self.dst_client.open(f.dst_part, "w+b", encoding=None),
+                return_exceptions=True,
+            )
+            reader, writer = opened
+            if isinstance(reader, BaseException) or isinstance(writer, BaseException):
+                for handle in opened:
+                    if not isinstance(handle, BaseException):
+                        await handle.close()
+                if isinstance(reader, ssh.SFTPError):
+                    sftp.keep_if_lost(reader)
+                    where = f"{self.src.label}:{f.src_path}"
+                    raise sftp.error_for(where, reader, "reading") from None
+                if isinstance(writer, ssh.SFTPError):
+                    sftp.keep_if_lost(writer)
+                    where = f"{self.dst.label}:{f.dst_final}"
+                    raise sftp.error_for(where, writer, "writing") from None
+                raise reader if isinstance(reader, BaseException) else writer  # type: ignore[misc]
+            pos = 0
             try:
-                reader = await self.src_client.open(f.src_path, "rb", encoding=None)
-            except ssh.SFTPError as exc:
-                sftp.keep_if_lost(exc)
-                raise sftp.error_for(f"{self.src.label}:{f.src_path}", exc, "reading") from None
-            try:
-                writer = await self.dst_client.open(f.dst_part, "wb", encoding=None)
-            except ssh.SFTPError as exc:
-                sftp.keep_if_lost(exc)
-                await reader.close()
-                raise sftp.error_for(where, exc, "writing") from None
-            left = f.size
-            try:
-                while left:
-                    chunk = await reader.read(min(CHUNK, left))
+                while pos < f.size:
+                    chunk = await reader.read(min(CHUNK, f.size - pos), pos)
+                    assert isinstance(chunk, bytes)  # opened without an encoding
                     if not chunk:
                         break
-                    assert isinstance(chunk, bytes)  # opened without an encoding
                     src_sha.update(chunk)
-                    await writer.write(chunk)
-                    left -= len(chunk)
+                    await writer.write(chunk, pos)
+                    pos += len(chunk)
                     on_bytes(len(chunk))
-                longer = bool(await reader.read(1))
+                back = 0
+                while back < pos:
+                    chunk = await writer.read(min(CHUNK, pos - back), back)
+                    assert isinstance(chunk, bytes)
+                    if not chunk:
+                        break
+                    dst_sha.update(chunk)
+                    back += len(chunk)
+                await asyncio.gather(writer.chmod(f.mode), reader.close(), writer.close())
             except ssh.SFTPError as exc:
                 sftp.keep_if_lost(exc)
+                await asyncio.gather(reader.close(), writer.close(), return_exceptions=True)
                 raise await self._write_error(f, exc) from None
-            finally:
-                await reader.close()
-                await writer.close()
-            if left or longer:
+            if pos != f.size:
                 raise TransferError(
-                    f"{self.src.label}:{f.src_path}: changed while it was read ({f.size} "
-                    "bytes when listed); run again",
+                    f"{self.src.label}:{f.src_path}: changed while it was read (shorter than "
+                    f"the {f.size} bytes listed); run again",
                     kind="changed",
                 )
-            dst_sha = await sha256_of(self.dst, self.dst_client, f.dst_part)
-            if dst_sha != src_sha.hexdigest():
-                return Moved(False, src_sha.hexdigest(), dst_sha)
-            await sftp.finish(
-                self.dst_client, self.dst.label, f.dst_part, f.dst_final, f.mode, force=self.force
-            )
-        return Moved(True, src_sha.hexdigest(), dst_sha)
+            if dst_sha.hexdigest() != src_sha.hexdigest():
+                return Moved(False, src_sha.hexdigest(), dst_sha.hexdigest())
+            await sftp.rename(self.dst_client, self.dst.label, f.dst_part, f.dst_final, self.force)
+        return Moved(True, src_sha.hexdigest(), dst_sha.hexdigest())
 
     async def _write_error(self, f: SftpFile, exc: BaseException) -> TransferError:
         """A failed write: OpenSSH's SFTP (version 3) says only "Failure" for a full disk,
