@@ -62,7 +62,7 @@ def test_parse_drops_the_probe_its_ancestors_and_our_own_sessions() -> None:
     assert probe.host_now == 1700000000.25
     a, b = probe.runs
     assert a.log == LogStat("64:12", 2048, 1699999990.0)
-    assert a.processes == (ProcessInfo(900, 7265, "python train.py --run a"),)
+    assert a.processes == (ProcessInfo(900, 7265, "python train.py --run a", 880),)
     assert b.log is None and "No such file" in (b.log_error or "")
     assert b.pattern_error == "pgrep: invalid regex"
     assert [g.util_pct for g in probe.gpus] == [93.0, None]

@@ -21,7 +21,7 @@ from dflash_tui.evals.results.progress import MetricSeries, Point, RunProgress
 from dflash_tui.evals.results.served.board import ServedSection
 from dflash_tui.evals.results.served.record import ServedEntry
 from dflash_tui.evals.results.served.store import ServedResult
-from dflash_tui.monitor.gpu import GpuInfo
+from dflash_tui.monitor.gpu import GpuInfo, GpuProcess
 from dflash_tui.monitor.history import HistorySeries, Trend
 from dflash_tui.monitor.liveness import ProcessInfo, RunState
 from dflash_tui.monitor.tau import estimate_tau
@@ -83,6 +83,7 @@ def fixture_config(extra: str = "", console: str = "") -> Config:
 
 
 def _series(last_step: int, seed: int) -> HistorySeries:
+    """A run's columns: 3.2 steps a second until its last step (at NOW - seed minutes)."""
     steps = tuple(range(10, last_step + 1, 10))
     loss, loss_ema, acc, acc_ema, tok = [], [], [], [], []
     le = ae = None
@@ -105,6 +106,7 @@ def _series(last_step: int, seed: int) -> HistorySeries:
         acc_ema=tuple(acc_ema),
         tok_s=tuple(tok),
         lr=tuple(3e-4 for _ in steps),
+        time=tuple(NOW - seed * 60 - (last_step - s) / 3.2 for s in steps),
     )
 
 
@@ -135,6 +137,10 @@ def run_view(
     seq: int = 1,
 ) -> RunView:
     series = _series(step, seed)
+    position_steps = tuple(
+        (s, tuple(round(v * (0.55 + 0.45 * s / step), 4) for v in per_position or ()))
+        for s in range(500, step + 1, 500)
+    )
     lines = _lines(name, step)
     acc_last = series.acc[-1]
     return RunView(
@@ -177,15 +183,19 @@ def run_view(
         restarts=0,
         host_reachable=True,
         stall_after_s=60.0 if name == "wide-lr" else 300.0,
+        # where it has per-position accuracies: one set every 500 steps, rising to them
+        acc_per_position_steps=position_steps if per_position else (),
     )
 
 
 def default_runs() -> dict[str, RunView]:
     per_position = tuple(round(min(0.99, 0.45 * 1.6 * 0.86**k), 4) for k in range(15))
     proc = ProcessInfo(
-        4242, 3725, "python3 workspace/train_dflash_pipeline.py --run slammed5 --seed 5"
+        4242, 3725, "python3 workspace/train_dflash_pipeline.py --run slammed5 --seed 5", 4242
     )
-    stalled = ProcessInfo(4243, 3725, "python3 workspace/train_dflash_pipeline.py --run wide-lr")
+    stalled = ProcessInfo(
+        4243, 3725, "python3 workspace/train_dflash_pipeline.py --run wide-lr", 4243
+    )
     return {
         "slammed5": run_view(
             "slammed5",
@@ -218,9 +228,40 @@ def default_runs() -> dict[str, RunView]:
 
 
 def default_hosts() -> dict[str, HostView]:
+    def owners(i: int) -> tuple[GpuProcess, ...]:
+        # slammed5 holds GPUs 0-5 (its workers, in its session), wide-lr 6; 7 sits idle.
+        if i < 6:
+            return (GpuProcess(4300 + i, 70512.0 + i * 131, 4242, "python3 -u train.py"),)
+        return (GpuProcess(4243, 69000.0, 4243, "python3 train.py"),) if i == 6 else ()
+
     gpus = tuple(
-        GpuInfo(i, "NVIDIA H100 80GB HBM3", 88.0 + (i * 7) % 11, 71000.0 + i * 131, 81559.0)
+        GpuInfo(
+            i,
+            "NVIDIA H100 80GB HBM3",
+            88.0 + (i * 7) % 11 if i < 7 else 0.0,
+            71000.0 + i * 131 if i < 7 else 4.0,
+            81559.0,
+            uuid=f"GPU-8d3f2b1c-41a7-5e09-b2c4-7f1e0a9d6c3{i}",
+            temp_c=59.0 + i % 4 if i < 7 else 34.0,
+            power_w=612.45 + i * 7 if i < 7 else 69.85,
+            power_limit_w=700.0,
+            throttle=0x4 if i == 3 else 0x1 if i == 7 else 0,
+            processes=owners(i),
+        )
         for i in range(8)
+    )
+    eval_gpu = GpuInfo(
+        0,
+        "NVIDIA H100 80GB HBM3",
+        64.0,
+        18211.0,
+        81559.0,
+        uuid="GPU-1c9e7a52-0b3d-4f86-a1e2-93d5c7b40f18",
+        temp_c=51.0,
+        power_w=388.1,
+        power_limit_w=700.0,
+        throttle=0,
+        processes=(GpuProcess(7002, 18020.0, 7001, "python3 -m harness"),),
     )
 
     def host(name: str, port: int, gpu: tuple[GpuInfo, ...], runs: tuple[str, ...]) -> HostView:
@@ -243,9 +284,7 @@ def default_hosts() -> dict[str, HostView]:
 
     return {
         "trainbox": host("trainbox", 2221, gpus, ("slammed5", "wide-lr", "ablate-ctx")),
-        "evalbox": host(
-            "evalbox", 2222, (GpuInfo(0, "NVIDIA H100 80GB HBM3", 0.0, 4.0, 81559.0),), ()
-        ),
+        "evalbox": host("evalbox", 2222, (eval_gpu,), ()),
         "storage": host("storage", 2223, (), ()),
     }
 
@@ -268,6 +307,7 @@ def default_jobs() -> tuple[Job, ...]:
             progress_done=120,
             progress_total=300,
             started_at=NOW - 100,
+            pid=7001,
         ),
         Job(
             id="20250615-140000-cd34",

@@ -55,6 +55,12 @@ TESTED = {
     "leaderboard.tasks": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
     "leaderboard.progress": "test_p_plots_the_runs_progress_and_redraws_on_new_results",
     "jobs.cancel": "test_x_cancels_the_selected_job_after_asking",
+    "plots.mark": "test_m_marks_runs_and_the_plots_overlay_them",
+    "plots.unmark_all": "test_m_marks_runs_and_the_plots_overlay_them",
+    "plots.x_axis": "test_plot_keys_change_axis_smoothing_and_scale",
+    "plots.smoother": "test_plot_keys_change_axis_smoothing_and_scale",
+    "plots.rougher": "test_plot_keys_change_axis_smoothing_and_scale",
+    "plots.log_loss": "test_plot_keys_change_axis_smoothing_and_scale",
 }
 
 
@@ -438,3 +444,55 @@ async def test_help_scrolls_with_j_k_space_and_paging_keys(make_app) -> None:
         assert scroll.scroll_y == 0
         await pilot.press("pagedown")
         assert scroll.scroll_y > 10
+
+
+async def test_m_marks_runs_and_the_plots_overlay_them(make_app) -> None:
+    from dflash_tui.ui.panes.plots import PlotsPane
+    from dflash_tui.ui.theme import run_colour
+
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        table, plots = app.screen.query_one(RunsTable), app.screen.query_one(PlotsPane)
+        await pilot.press("j", "j", "m", "k", "k", "m")  # ablate-ctx, then slammed5
+        await pilot_until(pilot, lambda: plots.drawn_runs, "the marked runs overlaid")
+        # In config order whatever the order of marking; each row shows its mark.
+        assert plots.drawn_runs == ("slammed5", "ablate-ctx")
+        assert [table.cell_text(r, "mark") for r in range(3)] == ["■", "", "■"]
+        assert "slammed5" in plots.status_text and "ablate-ctx" in plots.status_text
+        mark = table._cells["ablate-ctx"][0]
+        assert str(mark.style.color.name).lower() == run_colour(2).lower()  # its slot: 3rd run
+        await pilot.press("m")  # the cursor's run again: unmarked
+        await pilot_until(pilot, lambda: plots.drawn_runs == ("ablate-ctx",), "one run left")
+        await pilot.press("M")  # all unmarked: the selected run alone
+        await pilot_until(pilot, lambda: not plots.drawn_runs, "no overlay")
+        assert [table.cell_text(r, "mark") for r in range(3)] == ["", "", ""]
+        assert plots.status_text.startswith("slammed5")
+
+
+async def test_plot_keys_change_axis_smoothing_and_scale(make_app) -> None:
+    from dflash_tui.ui.panes.plots import ChartView, PlotsPane
+
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        plots = app.screen.query_one(PlotsPane)
+        draws = plots.plot_draws
+
+        def caption(chart: str) -> str:
+            return plots.query_one(f"#chart-{chart}", ChartView).caption_text
+
+        assert "x step" in plots.status_text and "smooth 0.90" in plots.status_text
+        await pilot.press("a")  # time since the run's first point, in minutes
+        await pilot_until(pilot, lambda: "x time" in plots.status_text, "the time axis")
+        assert plots.options.x_axis == "time" and plots.plot_draws == draws + 1
+        await pilot.press("o")
+        await pilot_until(pilot, lambda: "smooth 0.95" in plots.status_text, "more smoothing")
+        await pilot.press("O", "O")
+        await pilot_until(pilot, lambda: "smooth 0.80" in plots.status_text, "less smoothing")
+        await pilot.press("y")
+        await pilot_until(pilot, lambda: caption("loss").endswith("(log)"), "the loss on log")
+        assert "loss log" in plots.status_text and not caption("acc").endswith("(log)")
+        await pilot.press("y", "a")
+        await pilot_until(pilot, lambda: "x step" in plots.status_text, "steps again")
+        assert "loss log" not in plots.status_text

@@ -99,3 +99,33 @@ def test_leaderboard_tab_with_served_rows_160x48(snap_compare, make_app) -> None
     app = make_app(_served_session())
     shown = pressing("5", until=served_table_shown, what="the served table on screen")
     assert snap_compare(app, terminal_size=(160, 48), run_before=shown)
+
+
+def overlaid(app: Any) -> bool:
+    return len(app.screen.query_one(PlotsPane).drawn_runs) == 3
+
+
+def test_plots_overlay_80x24(snap_compare, make_app) -> None:
+    # Three runs marked, smoothing one step up (0.95): each run's line in its colour,
+    # the legend over the charts.
+    keys = ("m", "j", "m", "j", "m", "3", "o")
+    assert snap_compare(
+        make_app(),
+        terminal_size=(80, 24),
+        run_before=pressing(*keys, until=overlaid, what="three runs overlaid"),
+    )
+
+
+def test_plots_overlay_160x48(snap_compare, make_app) -> None:
+    keys = ("m", "j", "m", "j", "m", "o")
+    assert snap_compare(
+        make_app(),
+        terminal_size=(160, 48),
+        run_before=pressing(*keys, until=overlaid, what="three runs overlaid"),
+    )
+
+
+def test_hosts_with_gpu_owners_160x48(snap_compare, make_app) -> None:
+    # Each GPU's temperature, power against its limit, throttling, and who holds it:
+    # slammed5's workers, wide-lr, an idle GPU flagged while slammed5 is alive.
+    assert snap_compare(make_app(), terminal_size=(160, 48), run_before=pressing("4"))

@@ -80,6 +80,13 @@ ACTIONS: tuple[Action, ...] = (
     Action("logs.follow", "toggle_follow", "Follow", "Toggle following the end of the log", "f", "Runs", (MAIN, LOG), footer=(LOG,), needs="run"),
     Action("logs.filter", "filter_log", "Filter", "Show only log lines containing a text (empty: all)", "slash", "Runs", (MAIN, LOG), footer=(LOG,), needs="run"),
     Action("logs.wrap", "toggle_wrap", "Wrap", "Wrap long log lines to the pane (again: cut them at its edge, left/right scroll)", "w", "Runs", (MAIN, LOG), footer=(LOG,), needs="run"),
+    # Plots: runs compared
+    Action("plots.mark", "toggle_mark", "Mark", "Mark the selected run to compare in the plots (again: unmark)", "m", "Plots", needs="run"),
+    Action("plots.unmark_all", "clear_marks", "Unmark all", "Unmark every run: the plots show the selected run alone", "M", "Plots"),
+    Action("plots.x_axis", "next_x_axis", "X axis", "Plot against the step or the time since each run's first point", "a", "Plots"),
+    Action("plots.smoother", "smoothing(1)", "Smoother", "More smoothing of the plotted lines (debiased EMA; wraps to none)", "o", "Plots"),
+    Action("plots.rougher", "smoothing(-1)", "Less smooth", "Less smoothing of the plotted lines", "O", "Plots"),
+    Action("plots.log_loss", "toggle_log_loss", "Log loss", "Draw the loss on a log scale (again: linear)", "y", "Plots"),
     # Evals
     Action("leaderboard.evaluate", "evaluate", "Evaluate", "Evaluate the selected checkpoint on this suite (an eval job)", "e", "Evals", footer=True, needs="leaderboard", picks=True),
     Action("leaderboard.baseline", "mark_baseline", "Baseline", "Make the selected checkpoint this suite's baseline", "b", "Evals", footer=True, needs="leaderboard", picks=True),

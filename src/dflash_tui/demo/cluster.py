@@ -47,12 +47,34 @@ HOME="$ct" container=lxc exec "$@"
 """
 
 NVIDIA_SMI = """#!/bin/sh
-# Demo stand-in for nvidia-smi: prints {count} GPUs for --query-gpu ... --format=csv,noheader,nounits
+# Demo stand-in for nvidia-smi: {count} GPUs, in nvidia-smi's own CSV forms
+# (--format=csv,noheader,nounits): --query-gpu with the probe's fields (index, name,
+# util, memory, uuid, temperature, power draw and limit, throttle bitmask; a busy
+# GPU is power capped now and then), and --query-compute-apps=pid,gpu_uuid,used_memory:
+# the k-th process matching "{busy_pattern}" holds GPU k, so GPUs beyond the busy
+# processes sit idle.
 now=$(date +%s)
+pids=$(pgrep -f "{busy_pattern}" 2>/dev/null | sort -n | head -n {count})
+case "$*" in
+*--query-compute-apps*)
+    i=0
+    for pid in $pids; do
+        echo "$pid, GPU-5f2c9a1e-7d3b-4e60-9c1a-00000000000$i, $(( 71000 + (now + i * 131) % 4000 - 600 ))"
+        i=$((i + 1))
+    done
+    exit 0 ;;
+esac
+busy=$(printf '%s\n' $pids | grep -c .)
 i=0
 while [ $i -lt {count} ]; do
-    if pgrep -f "{busy_pattern}" >/dev/null 2>&1; then util=$(( 88 + (now / 3 + i * 7) % 11 )); mem=$(( 71000 + (now + i * 131) % 4000 )); else util=0; mem=4; fi
-    echo "$i, {model}, $util, $mem, 81559"
+    if [ $i -lt "$busy" ]; then
+        util=$(( 88 + (now / 3 + i * 7) % 11 )); mem=$(( 71000 + (now + i * 131) % 4000 ))
+        temp=$(( 58 + (now / 7 + i) % 9 )); power="$(( 560 + (now / 2 + i * 13) % 130 )).45"
+        if [ $(( (now / 20 + i) % 5 )) -eq 0 ]; then reasons=0x0000000000000004; else reasons=0x0000000000000000; fi
+    else
+        util=0; mem=4; temp=$(( 33 + i % 4 )); power="69.85"; reasons=0x0000000000000001
+    fi
+    echo "$i, {model}, $util, $mem, 81559, GPU-5f2c9a1e-7d3b-4e60-9c1a-00000000000$i, $temp, $power, 700.00, $reasons"
     i=$((i + 1))
 done
 """

@@ -117,6 +117,8 @@ class HistorySeries:
     acc_ema: tuple[float, ...] = ()
     tok_s: tuple[float, ...] = ()
     lr: tuple[float, ...] = ()
+    time: tuple[float, ...] = ()
+    """Each point's time in seconds (the line's own timestamp, else when it arrived)."""
     accept_len: tuple[float, ...] = ()
     accept_len_ema: tuple[float, ...] = ()
     served: bool = False
@@ -136,7 +138,18 @@ class HistorySeries:
 
 
 _SERIES_FIELDS = frozenset(
-    ("steps", "loss", "loss_ema", "acc", "acc_ema", "tok_s", "lr", "accept_len", "accept_len_ema")
+    (
+        "steps",
+        "loss",
+        "loss_ema",
+        "acc",
+        "acc_ema",
+        "tok_s",
+        "lr",
+        "time",
+        "accept_len",
+        "accept_len_ema",
+    )
 )
 
 
@@ -506,6 +519,9 @@ class History:
             acc_ema=col("acc_ema"),
             tok_s=col("tok_s"),
             lr=col("lr"),
+            time=tuple(
+                NAN if (t := p.time if p.time is not None else p.recv) is None else t for p in pts
+            ),
         )
         self._series = (self.version, series)
         return series

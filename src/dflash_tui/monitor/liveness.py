@@ -29,7 +29,13 @@ from typing import Any
 
 from dflash_tui.core.units import duration as format_duration
 from dflash_tui.core.units import uptime as format_uptime
-from dflash_tui.monitor.gpu import GpuInfo, parse_gpu_csv
+from dflash_tui.monitor.gpu import (
+    APP_FIELDS,
+    BASIC_GPU_FIELDS,
+    GPU_FIELDS,
+    GpuInfo,
+    parse_gpu_csv,
+)
 
 PROBE_MARKER = "dflash-tui-probe"
 OUR_MARKERS = (PROBE_MARKER, "dflash-tui-tail", "dflash-tui-history")
@@ -91,17 +97,45 @@ if command -v nvidia-smi >/dev/null 2>&1; then
             limit="timeout -k 2 10"
         fi
     fi
-    {
-        $limit nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total \
-            --format=csv,noheader,nounits 2>&1 </dev/null
-        case $? in 124 | 137) printf 'nvidia-smi did not answer within 10s\n' ;; esac
-    } | while IFS= read -r line; do printf 'G %s\n' "$line"; done
+    # Every field first; an nvidia-smi that rejects one (an old driver) gets the basic set.
+    out=$($limit nvidia-smi --query-gpu=@GPU_FIELDS@ \
+        --format=csv,noheader,nounits 2>&1 </dev/null)
+    rc=$?
+    case $rc in 0 | 124 | 137) ;; *)
+        out=$($limit nvidia-smi --query-gpu=@BASIC_GPU_FIELDS@ \
+            --format=csv,noheader,nounits 2>&1 </dev/null)
+        rc=$? ;;
+    esac
+    printf '%s\n' "$out" | while IFS= read -r line; do printf 'G %s\n' "$line"; done
+    case $rc in
+    124 | 137) printf 'G nvidia-smi did not answer within 10s\n' ;;
+    0)
+        # Who holds each GPU: the compute processes, then their session and command.
+        apps=$($limit nvidia-smi --query-compute-apps=@APP_FIELDS@ \
+            --format=csv,noheader,nounits 2>/dev/null </dev/null)
+        printf '%s\n' "$apps" | while IFS= read -r line; do
+            [ -n "$line" ] && printf 'A %s\n' "$line"
+        done
+        pids=$(printf '%s\n' "$apps" | cut -d, -f1 | tr -d ' ' | grep -E '^[0-9]+$' |
+            sort -u | tr '\n' ',')
+        pids=${pids%,}
+        if [ -n "$pids" ]; then
+            ps -ww -o pid=,sid=,args= -p "$pids" 2>/dev/null </dev/null |
+                while IFS= read -r line; do printf 'AP %s\n' "$line"; done
+        fi
+        ;;
+    esac
 else
     printf 'NOGPU\n'
 fi
 printf 'END\n'
 }
 """
+_PROBE_FUNCTION = (
+    _PROBE_FUNCTION.replace("@GPU_FIELDS@", GPU_FIELDS)
+    .replace("@BASIC_GPU_FIELDS@", BASIC_GPU_FIELDS)
+    .replace("@APP_FIELDS@", APP_FIELDS)
+)
 
 PROBE_SCRIPT = (
     r"""# dflash-tui-probe: host clock, each run's log and processes, GPU use.
@@ -160,11 +194,13 @@ class RunState(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ProcessInfo:
-    """A process matching a run's pattern: pid, seconds since it started, command line."""
+    """A process matching a run's pattern: pid, seconds since it started, command line,
+    and its session (a GPU's processes are matched to a run by pid or session)."""
 
     pid: int
     elapsed_s: int | None
     command: str
+    sid: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -246,7 +282,8 @@ def _process(rest: str) -> tuple[int, int, ProcessInfo] | None:
     command = words[3] if len(words) > 3 else ""
     if len(command) > MAX_COMMAND_CHARS:
         command = command[:MAX_COMMAND_CHARS] + "…"
-    return int(words[0]), int(words[1]), ProcessInfo(int(words[0]), elapsed, command)
+    pid, sid = int(words[0]), int(words[1])
+    return pid, sid, ProcessInfo(pid, elapsed, command, sid if sid > 0 else None)
 
 
 def parse_probe(text: str, n_runs: int) -> HostProbe:
@@ -256,6 +293,8 @@ def parse_probe(text: str, n_runs: int) -> HostProbe:
     ancestors: set[int] = set()
     runs: list[dict[str, Any]] = []
     gpu_lines: list[str] = []
+    app_lines: list[str] = []
+    ps_lines: list[str] = []
     has_smi = False
     ended = False
     current: dict[str, Any] | None = None
@@ -291,6 +330,10 @@ def parse_probe(text: str, n_runs: int) -> HostProbe:
             current = None
         elif tag == "G":
             gpu_lines.append(rest)
+        elif tag == "A":
+            app_lines.append(rest)
+        elif tag == "AP":
+            ps_lines.append(rest)
         elif tag == "END":
             ended = True
     if host_now is None or not ended or len(runs) != n_runs:
@@ -308,7 +351,7 @@ def parse_probe(text: str, n_runs: int) -> HostProbe:
         result.append(
             RunProbe(run["stat"], run["stat_error"], tuple(kept), pattern_error=run["perr"])
         )
-    gpus, gpu_error = parse_gpu_csv(gpu_lines) if has_smi else ((), None)
+    gpus, gpu_error = parse_gpu_csv(gpu_lines, app_lines, ps_lines) if has_smi else ((), None)
     return HostProbe(host_now, tuple(result), gpus, gpu_error, has_smi)
 
 

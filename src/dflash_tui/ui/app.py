@@ -41,6 +41,7 @@ from dflash_tui.monitor.views import HostUpdated as CoreHostUpdated
 from dflash_tui.monitor.views import LinesAppended as CoreLinesAppended
 from dflash_tui.monitor.views import RunUpdated as CoreRunUpdated
 from dflash_tui.ui import actions, gc_policy, messages
+from dflash_tui.ui.compare import PlotControls
 from dflash_tui.ui.glyphs import AsciiCommandPalette, use_common_glyphs
 from dflash_tui.ui.guard import ERROR_LOG_NAME, ErrorDesk, Guarded
 from dflash_tui.ui.panes.base import PaneMixin
@@ -71,7 +72,7 @@ NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
 
-class DflashApp(Guarded, App[int]):
+class DflashApp(Guarded, PlotControls, App[int]):
     """The console. `session` supplies snapshots and takes intents; see the module docstring."""
 
     CSS_PATH = "app.tcss"
@@ -306,8 +307,9 @@ class DflashApp(Guarded, App[int]):
                 self._tick()  # a probe that changed no run: the ages still move on
             if dirty or hosts_dirty:
                 self.fill_header()
-            if self.selected_run in dirty:
+            if self.plots_follow(dirty):
                 self.fill_plots()
+            if self.selected_run in dirty:
                 self.fill_log_status()
             if dirty or hosts_dirty:
                 self.fill_hosts()
@@ -396,7 +398,7 @@ class DflashApp(Guarded, App[int]):
 
     def fill_runs(self) -> None:
         self.main.query_one(RunsTable).update_runs(
-            self.session.runs(), self.session.now(), self.selected_run
+            self.session.runs(), self.session.now(), self.selected_run, self.mark_slots()
         )
 
     def _log_status(self) -> str:
@@ -430,8 +432,11 @@ class DflashApp(Guarded, App[int]):
 
     def fill_plots(self) -> None:
         run = self.selected_run
-        series = self.session.run(run).series if run else None
-        self.main.query_one(PlotsPane).update_series(run, series)
+        view = self.session.run(run) if run else None
+        series = view.series if view is not None else None
+        positions = view.acc_per_position_steps if view is not None else ()
+        pane = self.main.query_one(PlotsPane)
+        pane.update_series(run, series, self.plot_runs(), self.plot_options, positions)
 
     def fill_hosts(self) -> None:
         pane = self.main.query_one(HostsPane)
@@ -441,7 +446,7 @@ class DflashApp(Guarded, App[int]):
         stores = getattr(self.session, "stores", None)  # sessions without stores
         pane.update_hosts(
             self.session.hosts(), self.session.runs(), self.session.now(),
-            stores() if stores is not None else (),
+            stores() if stores is not None else (), self.session.jobs(),
         )  # fmt: skip
 
     def fill_leaderboard(self) -> None:

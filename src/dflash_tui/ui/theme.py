@@ -29,3 +29,22 @@ DFLASH_THEME = Theme(
         "block-cursor-blurred-background": "#303030",
     },
 )
+
+# A compared run's colour in the plots and its mark in the runs table: one per run, by
+# its place in the config (so a run keeps its colour whatever else is marked). Picked
+# from the xterm 256-colour cube, distinct on the dark background and from each other.
+RUN_COLOURS = (
+    "#5FAFFF",
+    "#FF875F",
+    "#5FD787",
+    "#D7D75F",
+    "#D787D7",
+    "#87D7D7",
+    "#FFAFAF",
+    "#AFAFAF",
+)
+
+
+def run_colour(slot: int) -> str:
+    """The colour of the run at `slot` (its index among the configured runs)."""
+    return RUN_COLOURS[slot % len(RUN_COLOURS)]

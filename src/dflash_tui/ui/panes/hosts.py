@@ -1,6 +1,11 @@
 """The hosts pane: per host, reachability and latency, each GPU's utilisation and memory
-as bars, and the training processes the probes found there; then each store
-(`[stores.NAME]`): reachable, latency of one HeadBucket, its URL."""
+as bars, its temperature, power draw against its limit, why its clocks are held
+down (where nvidia-smi says), and who holds it, as nvitop shows: each compute
+process matched to a configured run (the process, or its session, is one of the
+run's) or to an eval job (the job's session leader), with its memory. A GPU doing
+nothing on a host whose run is alive is flagged. Then the training processes the
+probes found; then each store (`[stores.NAME]`): reachable, latency of one
+HeadBucket, its URL. See `docs/console.md` "What is on screen"."""
 
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from dflash_tui.core.units import MiB
+from dflash_tui.monitor.gpu import GpuInfo, GpuProcess
+from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import HostView, RunView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.panes.base import PaneMixin, same_text
@@ -33,8 +40,34 @@ def probe_age(age_s: float) -> str:
 GPU_REPAINT_S = 10.0  # GPU bars and latencies alone move at most this often (they jitter)
 
 
+IDLE_UTIL_PCT = 5.0  # below this a GPU counts as idle
+ONE_LINE_MIN_WIDTH = 150  # narrower: a GPU's temperature, power and owners on a second line
+
+
 def gpu_name(name: str) -> str:
     return name.removeprefix("NVIDIA ").strip()
+
+
+def owner_of(proc: GpuProcess, host: str, runs: Sequence[RunView], jobs: Sequence[Any]) -> str:
+    """Who a GPU process belongs to: a run of this host (its pid or session is one of the
+    run's processes'), an eval job here (its pid, a session leader, or that session),
+    or, unknown, its command's first word (`?` when the probe could not see it)."""
+    for run in runs:
+        if run.host != host:
+            continue
+        for p in run.processes:
+            if proc.pid == p.pid or (proc.sid is not None and proc.sid in (p.sid, p.pid)):
+                return run.name
+    for job in jobs:
+        pid = getattr(job, "pid", None)
+        if getattr(job, "host", None) == host and pid and pid in (proc.pid, proc.sid):
+            return f"job {str(job.id)[-4:]}"
+    word = proc.command.split(None, 1)[0] if proc.command else "?"
+    return word.rsplit("/", 1)[-1][:20]
+
+
+def is_idle(gpu: GpuInfo) -> bool:
+    return gpu.util_pct is not None and gpu.util_pct < IDLE_UTIL_PCT
 
 
 class HostsPane(PaneMixin, ScrollView, can_focus=True):
@@ -47,13 +80,21 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
     """
 
     pane_name = "hosts"
-    COMPONENT_CLASSES = {"hosts--up", "hosts--down", "hosts--unknown", "hosts--dim", "hosts--name"}
+    COMPONENT_CLASSES = {
+        "hosts--up",
+        "hosts--down",
+        "hosts--unknown",
+        "hosts--dim",
+        "hosts--name",
+        "hosts--warn",
+    }
     DEFAULT_CSS = "HostsPane { overflow-x: hidden; overflow-y: auto; }"
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._hosts: tuple[HostView, ...] = ()
         self._runs: tuple[RunView, ...] = ()
+        self._jobs: tuple[Any, ...] = ()  # evals.jobs.job.Job: owners of GPU processes
         self._stores: tuple[Any, ...] = ()  # transfer.s3.probe.StoreCheck
         self._now = 0.0
         self._width = 0
@@ -78,9 +119,11 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         runs: Sequence[RunView],
         now: float,
         stores: Sequence[Any] = (),
+        jobs: Sequence[Any] = (),
     ) -> None:
         self._hosts, self._runs, self._now = tuple(hosts), tuple(runs), now
         self._stores = tuple(stores)
+        self._jobs = tuple(jobs)
         self.draw_or_defer()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -216,22 +259,9 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
             )
         elif host.has_nvidia_smi is False:
             out.append("  no GPUs (no nvidia-smi)\n", self._style("dim"))
+        alive = [r.name for r in self._runs if r.host == host.name and r.state == RunState.ALIVE]
         for gpu in host.gpus:
-            start = len(out)
-            util = None if gpu.util_pct is None else gpu.util_pct / 100
-            mem = (
-                None
-                if gpu.mem_used_mib is None or not gpu.mem_total_mib
-                else gpu.mem_used_mib / gpu.mem_total_mib
-            )
-            used = None if gpu.mem_used_mib is None else gpu.mem_used_mib * MiB
-            total = None if gpu.mem_total_mib is None else gpu.mem_total_mib * MiB
-            out.append(f"  {gpu.index:>2} {fmt.clip(gpu_name(gpu.name), 16):<16} util ")
-            out.append(fmt.bar(util, bar_w), self._style("up"))
-            out.append(f" {fmt.percent(util):>4}  mem ")
-            out.append(fmt.bar(mem, bar_w), self._style("up"))
-            out.append(f" {fmt.size_pair(used, total)}\n")
-            self._jitter.append((start, len(out)))
+            self._gpu_lines(out, host.name, gpu, width, bar_w, alive)
         for run in self._runs:
             if run.host != host.name:
                 continue
@@ -246,3 +276,63 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
                 out.append(
                     fmt.clip(proc.command, max(10, width - len(head))) + "\n", self._style("dim")
                 )
+
+    def _gpu_lines(
+        self, out: Text, host: str, gpu: GpuInfo, width: int, bar_w: int, alive: list[str]
+    ) -> None:
+        """A GPU's bars, then its temperature, power, throttling and owners (on the same
+        line where the pane is wide enough, else on one of their own)."""
+        start = len(out)
+        util = None if gpu.util_pct is None else gpu.util_pct / 100
+        mem = (
+            None
+            if gpu.mem_used_mib is None or not gpu.mem_total_mib
+            else gpu.mem_used_mib / gpu.mem_total_mib
+        )
+        used = None if gpu.mem_used_mib is None else gpu.mem_used_mib * MiB
+        total = None if gpu.mem_total_mib is None else gpu.mem_total_mib * MiB
+        out.append(f"  {gpu.index:>2} {fmt.clip(gpu_name(gpu.name), 16):<16} util ")
+        out.append(fmt.bar(util, bar_w), self._style("up"))
+        out.append(f" {fmt.percent(util):>4}  mem ")
+        out.append(fmt.bar(mem, bar_w), self._style("up"))
+        out.append(f" {fmt.size_pair(used, total):<13}")
+        self._jitter.append((start, len(out)))
+        extra = Text(no_wrap=True)
+        self._gpu_state(extra, gpu)
+        self._gpu_owners(extra, host, gpu, alive)
+        if not extra.plain.strip():
+            out.append("\n")
+            return
+        if width < ONE_LINE_MIN_WIDTH:
+            out.append("\n     ")
+        start = len(out)
+        out.append_text(extra)
+        self._jitter.append((start, len(out)))
+        out.append("\n")
+
+    def _gpu_state(self, out: Text, gpu: GpuInfo) -> None:
+        """`64C  612/700W  throttled: power cap` (what nvidia-smi reported of it)."""
+        if gpu.temp_c is not None:
+            out.append(f" {gpu.temp_c:>3.0f}C")
+        if gpu.power_w is not None:
+            limit = f"/{gpu.power_limit_w:.0f}" if gpu.power_limit_w else ""
+            out.append(f" {gpu.power_w:>4.0f}{limit}W")
+        reasons = gpu.throttle_reasons
+        if reasons:
+            out.append(" throttled: " + ", ".join(reasons), self._style("warn"))
+
+    def _gpu_owners(self, out: Text, host: str, gpu: GpuInfo, alive: list[str]) -> None:
+        """`slammed5 pid 4242 69.1 GiB` per process; an idle GPU while a run is alive."""
+        parts = []
+        for proc in gpu.processes:
+            owner = owner_of(proc, host, self._runs, self._jobs)
+            pid = "pid ?" if proc.pid is None else f"pid {proc.pid}"
+            size = "" if proc.mem_mib is None else " " + fmt.size(proc.mem_mib * MiB)
+            parts.append(f"{owner} {pid}{size}")
+        if parts:
+            out.append("  " + ", ".join(parts))
+        if is_idle(gpu) and alive:
+            held = " (held)" if gpu.processes else ""
+            out.append(f"  idle{held} while {', '.join(alive)} is alive", self._style("warn"))
+        elif not gpu.processes and gpu.uuid is not None and not is_idle(gpu):
+            out.append("  no process listed", self._style("dim"))

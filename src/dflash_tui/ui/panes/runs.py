@@ -19,7 +19,7 @@ well below the run's own recent level.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.style import Style
@@ -37,6 +37,7 @@ from dflash_tui.monitor.views import RunView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.actions import binding_for
 from dflash_tui.ui.panes.base import PaneMixin, same_text
+from dflash_tui.ui.theme import run_colour
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,10 @@ class Column:
     right: bool = False
 
 
+MARK = "■"  # a run marked to compare, in its plot colour
+MARK_COLUMN = Column("mark", "", 1)
 COMPACT_COLUMNS = (
+    MARK_COLUMN,
     Column("run", "run", 10),
     Column("host", "host", 8),
     Column("state", "state", 10),
@@ -60,6 +64,7 @@ COMPACT_COLUMNS = (
     Column("age", "age", 4, right=True),
 )
 WIDE_COLUMNS = (
+    MARK_COLUMN,
     Column("run", "run", 16),
     Column("host", "host", 12),
     Column("state", "state", 13),
@@ -165,6 +170,7 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
         self._views: tuple[RunView, ...] = ()
         self._now = 0.0
         self._selected: str | None = None
+        self._marks: dict[str, int] = {}  # marked runs: their colour slot
         self._styles: dict[str, Style] = {}
         self._names: list[str] = []
         self._texts: dict[str, Text] = {}
@@ -187,11 +193,20 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
         except Exception:  # not mounted yet
             return False
 
-    def update_runs(self, views: Sequence[RunView], now: float, selected: str | None) -> None:
-        """Store the runs to show (in order) and the selected one; draw when on screen."""
+    def update_runs(
+        self,
+        views: Sequence[RunView],
+        now: float,
+        selected: str | None,
+        marks: Mapping[str, int] | None = None,
+    ) -> None:
+        """Store the runs to show (in order), the selected one and the runs marked to
+        compare (name: colour slot; None keeps the marks); draw when on screen."""
         self._views = tuple(views)
         self._now = now
         self._selected = selected
+        if marks is not None:
+            self._marks = dict(marks)
         self.draw_or_defer()
 
     @property
@@ -352,54 +367,74 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
         return self._pad(col, text, self._style("bad") if served.dropped else "")
 
     def _row(self, view: RunView) -> tuple[Text, ...]:
-        cells = []
-        for col in self.columns_spec:
-            key = col.key
-            if key == "run":
-                cells.append(self._pad(col, view.name))
-            elif key == "host":
-                cells.append(self._pad(col, view.host, self._style("dim")))
-            elif key == "state":
-                label, status = state_label(view, self.wide)
-                cells.append(self._pad(col, label, self._style(status)))
-            elif key == "step":
-                text = fmt.step(view.step, view.total_steps if self.wide else None)
-                cells.append(self._pad(col, text))
-            elif key == "progress":
-                if self.wide:
-                    bar = fmt.bar(view.progress, 9) if view.progress is not None else " " * 9
-                    cells.append(self._pad(col, f"{bar} {fmt.percent(view.progress):>4}"))
-                else:
-                    cells.append(self._pad(col, fmt.percent(view.progress)))
-            elif key in ("loss", "acc"):
-                cells.append(self._trend(col, view, key))
-            elif key == "tok_s":
-                cells.append(self._pad(col, fmt.compact(view.tokens_per_s)))
-            elif key == "tau":
-                if view.acceptance is not None:
-                    cells.append(self._served(col, view))
-                    continue
-                tau = view.tau.value
-                text = fmt.DASH if tau is None else f"{tau:.2f}{tau_marker(view.tau.method)}"
-                if tau is None and view.trainer_tau is not None:
-                    tau, text = view.trainer_tau, f"{view.trainer_tau:.2f}{TRAINER_MARKER}"
-                cells.append(self._pad(col, text, "" if tau is not None else self._style("dim")))
-            elif key == "eta":
-                cells.append(self._pad(col, fmt.duration(view.eta_s)))
-            elif key == "rate":
-                rate = view.steps_per_s
-                cells.append(self._pad(col, fmt.DASH if rate is None else f"{rate:.2f}"))
-            elif key == "lr":
-                cells.append(self._pad(col, fmt.DASH if view.lr is None else f"{view.lr:.2e}"))
-            elif key == "epoch":
-                epoch = view.epoch
-                cells.append(self._pad(col, fmt.DASH if epoch is None else f"{epoch:.2f}"))
-            elif key == "reason":
-                cells.append(self._pad(col, view.state_reason or "", self._style("dim")))
-            elif key == "age":
-                text, stale = self._age(view)
-                cells.append(self._pad(col, text, self._style("stalled") if stale else ""))
-        return tuple(cells)
+        return tuple(CELLS[col.key](self, col, view) for col in self.columns_spec)
+
+    # One renderer per column key (CELLS below): (table, column, view) -> the cell.
+
+    def _cell_mark(self, col: Column, view: RunView) -> Text:
+        """The run's colour in the plots when it is marked to compare; blank otherwise."""
+        slot = self._marks.get(view.name)
+        if slot is None:
+            return self._pad(col, "")
+        return self._pad(col, MARK, Style(color=run_colour(slot), bold=True))
+
+    def _cell_run(self, col: Column, view: RunView) -> Text:
+        return self._pad(col, view.name)
+
+    def _cell_host(self, col: Column, view: RunView) -> Text:
+        return self._pad(col, view.host, self._style("dim"))
+
+    def _cell_state(self, col: Column, view: RunView) -> Text:
+        label, status = state_label(view, self.wide)
+        return self._pad(col, label, self._style(status))
+
+    def _cell_step(self, col: Column, view: RunView) -> Text:
+        return self._pad(col, fmt.step(view.step, view.total_steps if self.wide else None))
+
+    def _cell_progress(self, col: Column, view: RunView) -> Text:
+        if not self.wide:
+            return self._pad(col, fmt.percent(view.progress))
+        bar = fmt.bar(view.progress, 9) if view.progress is not None else " " * 9
+        return self._pad(col, f"{bar} {fmt.percent(view.progress):>4}")
+
+    def _cell_loss(self, col: Column, view: RunView) -> Text:
+        return self._trend(col, view, "loss")
+
+    def _cell_acc(self, col: Column, view: RunView) -> Text:
+        return self._trend(col, view, "acc")
+
+    def _cell_tok_s(self, col: Column, view: RunView) -> Text:
+        return self._pad(col, fmt.compact(view.tokens_per_s))
+
+    def _cell_tau(self, col: Column, view: RunView) -> Text:
+        if view.acceptance is not None:
+            return self._served(col, view)
+        tau = view.tau.value
+        if tau is not None:
+            return self._pad(col, f"{tau:.2f}{tau_marker(view.tau.method)}")
+        if view.trainer_tau is not None:  # the trainer's own, where ours has none
+            return self._pad(col, f"{view.trainer_tau:.2f}{TRAINER_MARKER}")
+        return self._pad(col, fmt.DASH, self._style("dim"))
+
+    def _cell_eta(self, col: Column, view: RunView) -> Text:
+        return self._pad(col, fmt.duration(view.eta_s))
+
+    def _cell_rate(self, col: Column, view: RunView) -> Text:
+        rate = view.steps_per_s
+        return self._pad(col, fmt.DASH if rate is None else f"{rate:.2f}")
+
+    def _cell_lr(self, col: Column, view: RunView) -> Text:
+        return self._pad(col, fmt.DASH if view.lr is None else f"{view.lr:.2e}")
+
+    def _cell_epoch(self, col: Column, view: RunView) -> Text:
+        return self._pad(col, fmt.DASH if view.epoch is None else f"{view.epoch:.2f}")
+
+    def _cell_reason(self, col: Column, view: RunView) -> Text:
+        return self._pad(col, view.state_reason or "", self._style("dim"))
+
+    def _cell_age(self, col: Column, view: RunView) -> Text:
+        text, stale = self._age(view)
+        return self._pad(col, text, self._style("stalled") if stale else "")
 
     def _age(self, view: RunView) -> tuple[str, bool]:
         """The log's age as the age column writes it, and whether it is past stalling."""
@@ -461,3 +496,24 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh()
+
+
+CELLS: dict[str, Callable[[RunsTable, Column, RunView], Text]] = {
+    "mark": RunsTable._cell_mark,
+    "run": RunsTable._cell_run,
+    "host": RunsTable._cell_host,
+    "state": RunsTable._cell_state,
+    "step": RunsTable._cell_step,
+    "progress": RunsTable._cell_progress,
+    "loss": RunsTable._cell_loss,
+    "acc": RunsTable._cell_acc,
+    "tok_s": RunsTable._cell_tok_s,
+    "tau": RunsTable._cell_tau,
+    "eta": RunsTable._cell_eta,
+    "rate": RunsTable._cell_rate,
+    "lr": RunsTable._cell_lr,
+    "epoch": RunsTable._cell_epoch,
+    "reason": RunsTable._cell_reason,
+    "age": RunsTable._cell_age,
+}
+"""Each column's renderer, by column key: a new column is a Column and an entry here."""
