@@ -78,6 +78,23 @@ class JobsTable(Guarded, DataTable):
     }
 
 
+JOB_COLUMNS = ("job", "state", "checkpoint", "suite", "host", "progress", "detail")
+DROP_FIRST = ("detail", "host", "suite", "progress")
+"""Columns that go, in this order, when the table is wider than the pane: a header is
+never cut (at 80 columns `progress` read `progres`); a column fits whole or goes."""
+
+
+def fitting_columns(widths: list[int], room: int) -> list[int]:
+    """Indexes of JOB_COLUMNS to show: all that fit in `room` (each padded by 2),
+    dropping DROP_FIRST's columns in order until the rest fits."""
+    shown = list(range(len(JOB_COLUMNS)))
+    for key in DROP_FIRST:
+        if sum(widths[i] + 2 for i in shown) <= room:
+            break
+        shown.remove(JOB_COLUMNS.index(key))
+    return shown
+
+
 class JobsPane(PaneMixin, VerticalScroll):
     pane_name = "jobs"
     COMPONENT_CLASSES = {
@@ -185,11 +202,8 @@ class JobsPane(PaneMixin, VerticalScroll):
         table = self.table
         table.display = bool(self._jobs)
         selected = self.selected_job
-        if not table.columns:
-            for key in ("job", "state", "checkpoint", "suite", "host", "progress", "detail"):
-                table.add_column(key, key=key)
-        table.clear()
-        widths = [len(str(c.label)) for c in table.ordered_columns]
+        rows: list[tuple[str, tuple[Text, ...]]] = []
+        widths = [len(key) for key in JOB_COLUMNS]
         for job in self._jobs:
             state, detail = job_state(job)
             style = self._style(
@@ -218,7 +232,18 @@ class JobsPane(PaneMixin, VerticalScroll):
                 ),
             )
             widths = [max(w, c.cell_len) for w, c in zip(widths, cells, strict=True)]
-            table.add_row(*cells, key=job.id)
+            rows.append((job.id, cells))
+        shown = fitting_columns(widths, self.scrollable_content_region.width or width)
+        keys = [JOB_COLUMNS[i] for i in shown]
+        if [str(c.key.value) for c in table.ordered_columns] != keys:
+            table.clear(columns=True)
+            for key in keys:
+                table.add_column(key, key=key)
+        else:
+            table.clear()
+        for job_id, cells in rows:
+            table.add_row(*(cells[i] for i in shown), key=job_id)
+        widths = [widths[i] for i in shown]
         # An explicit height, not `auto`: rows added while the tab was being switched in
         # (after a re-layout) left an auto-height table 0 lines high. One more line for
         # the horizontal scrollbar where the columns (each padded by 1) do not fit.
