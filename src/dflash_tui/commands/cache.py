@@ -18,7 +18,7 @@ from dflash_tui.commands import CommandError
 from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
 from dflash_tui.commands.output import add_json_flag, print_json
 from dflash_tui.evals.jobs.cachejobs import DEFAULT_MAX_NEW_TOKENS
-from dflash_tui.evals.jobs.job import DONE
+from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
 
 
 def _layer_ids(text: str) -> tuple[int, ...]:
@@ -101,7 +101,7 @@ async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
             await manager.collect([job.id])
             job = manager.job(job.id)
         out: dict[str, Any] = {"job": job.as_dict()}
-        code = 0 if job.state in (DONE, "running", "starting") else 1
+        code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
         return code, out
 
 

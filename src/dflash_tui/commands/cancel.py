@@ -8,7 +8,7 @@ import sys
 
 from dflash_tui.commands._common import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.evals.jobs.job import Job
+from dflash_tui.evals.jobs.job import Job, JobState
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -35,11 +35,11 @@ def run(args: argparse.Namespace) -> int:
     job = asyncio.run(_cancel(args))
     if args.json:
         print_json(job.as_dict())
-    elif job.state == "cancelled":
+    elif job.state == JobState.CANCELLED:
         print(f"job {job.id}: {job.state} ({job.detail or 'stopped'})")
-    if job.state != "cancelled":  # it ended on its own just before: nothing was cancelled
-        what = f"failed: {job.error}" if job.state == "failed" else job.state
-        hint = "; `dflash-tui collect` takes its results" if job.state == "done" else ""
+    if job.state != JobState.CANCELLED:  # it ended on its own just before: nothing was cancelled
+        what = f"failed: {job.error}" if job.state == JobState.FAILED else job.state
+        hint = "; `dflash-tui collect` takes its results" if job.state == JobState.DONE else ""
         print(f"job {job.id} had already finished ({what}); not cancelled{hint}", file=sys.stderr)
         return 1
     return 0

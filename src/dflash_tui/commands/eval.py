@@ -11,7 +11,7 @@ from dflash_tui.commands import CommandError
 from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
 from dflash_tui.commands.output import add_json_flag, print_json
 from dflash_tui.core.config import SLIDING_MODES
-from dflash_tui.evals.jobs.job import DONE
+from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
 from dflash_tui.evals.jobs.preflight import REFUSED
 from dflash_tui.evals.results.leaderboard import build_leaderboard, format_metric, format_ratio
 from dflash_tui.evals.results.semantics import describe
@@ -74,7 +74,7 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                 out["result"] = row.as_dict(board.baseline)
                 out["result"]["attention_record"] = dict(row.result.attention or {})
                 out["baseline"] = board.baseline
-        code = 0 if job.state in (DONE, "running", "starting") else 1
+        code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
         if job.error and job.error.startswith(REFUSED):
             code = 2  # the drafter does not fit the suite: the input is wrong, nothing ran
         return code, out

@@ -29,6 +29,7 @@ from typing import Any
 from dflash_tui.console.events import JobsChanged, TransfersChanged
 from dflash_tui.core import notify_settings as ev
 from dflash_tui.core.units import duration, size
+from dflash_tui.evals.jobs.job import JobState
 from dflash_tui.evals.results.leaderboard import format_metric
 from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import (
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 RECENT_S = 600.0  # a job or relay that ended this long before start-up is still news
 HEADLINE_METRICS = ("tau_greedy", "tau_top1", "acc", "streak_top1", "ddtree_b8")
-JOB_FAILED_STATES = frozenset({"failed", "lost"})
+JOB_FAILED_STATES = frozenset({JobState.FAILED, JobState.LOST})
 
 NoticeCallback = Callable[[Notice, Outcome | None], None]
 
@@ -250,9 +251,9 @@ class SessionNotifications:
     def _job(self, job: Any, jobs: Any) -> None:
         if not self._recent(job.finished_at):
             return
-        if job.state == "done" and job.collected_at is None and not job.collect_error:
+        if job.awaiting_collection:
             return  # its numbers come with the collect
-        if job.state == "done":
+        if job.state == JobState.DONE:
             key, notice = f"job:{job.id}:done", self._job_done(job)
         elif job.state in JOB_FAILED_STATES:
             key, notice = f"job:{job.id}:{job.state}", self._job_failed(job)
@@ -292,7 +293,7 @@ class SessionNotifications:
         return Notice(ev.EVAL_FINISHED, reason, job.host, job.run, tuple(details))
 
     def _job_failed(self, job: Any) -> Notice:
-        if job.state == "lost":
+        if job.state == JobState.LOST:
             reason = "lost: the host no longer knows the job"
         elif job.exit_code is not None:
             reason = f"exit code {job.exit_code}"
@@ -332,7 +333,7 @@ class SessionNotifications:
         mine = [j for j in jobs if j.run == run and j.kind == "eval"]
         if not mine or any(not j.terminal for j in mine):
             return
-        if any(j.state == "done" and j.collected_at is None and not j.collect_error for j in mine):
+        if any(j.awaiting_collection for j in mine):
             return
         batch = [j for j in mine if self._recent(j.finished_at)]
         if not batch:
@@ -342,7 +343,7 @@ class SessionNotifications:
         if key in self._announced:
             return
         self._announced.add(key)
-        done = [j for j in batch if j.state == "done"]
+        done = [j for j in batch if j.state == JobState.DONE]
         failed = len(batch) - len(done)
         reason = f"{len(done)} checkpoint{'s' if len(done) != 1 else ''} evaluated"
         if failed:

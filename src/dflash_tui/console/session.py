@@ -49,6 +49,7 @@ from dflash_tui.console.events import (
 )
 from dflash_tui.console.transfers import TransferTracker, TransferView
 from dflash_tui.core.config import Config
+from dflash_tui.evals.jobs.job import JobState
 from dflash_tui.monitor.monitor import Monitor, MonitorOptions
 from dflash_tui.monitor.views import (
     HostUpdated,
@@ -505,7 +506,7 @@ class ConsoleSession:
             if any(
                 j.suite == suite.name
                 and j.checkpoint == baseline
-                and j.state not in ("failed", "cancelled", "lost")
+                and j.state not in (JobState.FAILED, JobState.CANCELLED, JobState.LOST)
                 for j in jobs
             ):
                 continue
@@ -568,11 +569,7 @@ class ConsoleSession:
                     await manager.poll()
                 recent = manager.jobs(limit=50)
                 seen = self._jobs_changed_elsewhere(seen, recent)
-                ready = [
-                    j.id
-                    for j in recent
-                    if j.state == "done" and j.collected_at is None and not j.collect_error
-                ]
+                ready = [j.id for j in recent if j.awaiting_collection]
                 if ready:
                     report = await manager.collect(ready)
                     if report.stored:

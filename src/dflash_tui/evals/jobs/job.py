@@ -1,8 +1,9 @@
 """Eval jobs: their states, their snapshots, and their rows in the state database.
 
-A job's `kind` is "eval" (the harness scores a checkpoint) or "cache" (the cache
-builder writes a suite's cache from a target model, DESIGN §4.10); both run,
-are followed and are cancelled the same way.
+A job's `kind` is "eval" (the harness scores a checkpoint), "cache" (the cache
+builder writes a suite's cache from a target model) or "bench" (the served bench
+runs an engine with the checkpoint as its drafter, docs/evals.md "Served bench
+jobs"); all run, are followed and are cancelled the same way.
 
 A job moves through
 
@@ -26,22 +27,39 @@ import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
-QUEUED = "queued"
-RELAYING = "relaying"
-UPLOADING = "uploading"
-STARTING = "starting"
-RUNNING = "running"
-DONE = "done"
-FAILED = "failed"
-CANCELLED = "cancelled"
-LOST = "lost"
+
+class JobState(StrEnum):
+    """A job's state: one of these everywhere (its value is what the state database holds)."""
+
+    QUEUED = "queued"
+    RELAYING = "relaying"
+    UPLOADING = "uploading"
+    STARTING = "starting"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+
+
+QUEUED = JobState.QUEUED
+RELAYING = JobState.RELAYING
+UPLOADING = JobState.UPLOADING
+STARTING = JobState.STARTING
+RUNNING = JobState.RUNNING
+DONE = JobState.DONE
+FAILED = JobState.FAILED
+CANCELLED = JobState.CANCELLED
+LOST = JobState.LOST
 
 EVAL = "eval"
 CACHE_BUILD = "cache"
+BENCH = "bench"  # a served bench: an engine serves the suite's target with the checkpoint
 
-STATES = (QUEUED, RELAYING, UPLOADING, STARTING, RUNNING, DONE, FAILED, CANCELLED, LOST)
+STATES = tuple(JobState)
 PREPARING = frozenset({QUEUED, RELAYING, UPLOADING, STARTING})
 TERMINAL = frozenset({DONE, FAILED, CANCELLED, LOST})
 PENDING_NOTE = "pending"  # a running job's detail that starts so waits in a scheduler queue
@@ -73,7 +91,7 @@ class Job:
     checkpoint: str
     checkpoint_host: str
     checkpoint_path: str
-    state: str
+    state: JobState
     created_at: float
     updated_at: float
     remote_checkpoint_path: str | None = None
@@ -107,6 +125,11 @@ class Job:
     @property
     def preparing(self) -> bool:
         return self.state in PREPARING
+
+    @property
+    def awaiting_collection(self) -> bool:
+        """Finished with results on its host that `collect` has not taken (nor refused)."""
+        return self.state == DONE and self.collected_at is None and not self.collect_error
 
     @property
     def progress(self) -> float | None:
@@ -170,6 +193,7 @@ def _row_to_job(row: sqlite3.Row) -> Job:
     values = {k: row[k] for k in row.keys() if k in _COLUMNS}  # noqa: SIM118 - sqlite3.Row
     tail = values.get("log_tail")
     values["log_tail"] = tuple(json.loads(tail)) if tail else ()
+    values["state"] = JobState(values["state"])
     return Job(**values)
 
 
@@ -247,4 +271,4 @@ class JobUpdated:
     """A job's row changed (state, progress, collection); read the new snapshot by id."""
 
     job_id: str
-    state: str
+    state: JobState

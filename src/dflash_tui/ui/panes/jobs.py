@@ -216,7 +216,7 @@ class JobsPane(PaneMixin, VerticalScroll):
                 else ""
             )
             age = self._now - (job.finished_at or job.started_at or job.created_at)
-            if job.state == "done" and job.collected_at is None:
+            if job.awaiting_collection:
                 detail += " (collecting)"
             cells = (
                 Text(job.id),
