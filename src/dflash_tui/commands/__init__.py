@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "relay",
     "fetch",
     "eval",
+    "bench",
     "jobs",
     "cancel",
     "collect",

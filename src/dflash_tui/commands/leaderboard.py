@@ -29,13 +29,23 @@ from dflash_tui.evals.results.leaderboard import (
     leaderboard_suites,
 )
 from dflash_tui.evals.results.semantics import DEFAULT, describe
+from dflash_tui.evals.results.served.beside import (
+    ServedBeside,
+    format_gap,
+    served_beside,
+    unlike_settings,
+)
 from dflash_tui.evals.results.served.board import (
     SERVED_LABEL,
     ServedSection,
+    format_speedup,
+    format_tau,
     row_cells,
     served_section,
     served_suites,
 )
+from dflash_tui.evals.results.served.dflash_served import SUITE_TASK
+from dflash_tui.evals.results.served.field_table import field_rows, render
 from dflash_tui.evals.results.served.store import ServedStore
 from dflash_tui.evals.results.store import ResultsStore
 
@@ -82,8 +92,81 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument(
         "--clear-baseline", action="store_true", help="back to the config's baseline for SUITE"
     )
+    p.add_argument(
+        "--format",
+        choices=("markdown", "csv"),
+        dest="table_format",
+        help='SUITE as the field prints it: checkpoint x task cells "speedup / tau" of the '
+        "newest served bench, with the suite's mean; offline tau_greedy, marked, where a "
+        "checkpoint has no served bench",
+    )
     add_json_flag(p)
     p.set_defaults(handler=run)
+
+
+def board_beside(served: ServedStore, board: Leaderboard) -> dict[str, ServedBeside]:
+    """Each checkpoint's newest served bench on `board`'s suite, beside its offline result."""
+    offline = {
+        r.checkpoint: (r.result.metrics, r.result.tasks) for r in board.rows if r.result is not None
+    }
+    return served_beside(
+        served.results(board.suite, {r.checkpoint: None for r in board.rows}), offline
+    )
+
+
+def _field_table(
+    board: Leaderboard, section: ServedSection, beside: dict[str, ServedBeside], fmt: str
+) -> str:
+    served_tasks: dict[str, dict[str, tuple[float | None, float | None]]] = {}
+    for r in section.rows:  # newest import first: keep the first of each (checkpoint, task)
+        if r.format == "dflash-served" and r.sha256 == _newest_sha(section, r.checkpoint):
+            served_tasks.setdefault(r.checkpoint, {}).setdefault(
+                r.entry.task, (r.entry.speedup, r.entry.tau)
+            )
+    offline = {
+        r.checkpoint: (r.result.metrics, r.result.tasks) for r in board.rows if r.result is not None
+    }
+    tasks = sorted(
+        {t for r in board.rows if r.result is not None for t in r.result.tasks}
+        | {t for per in served_tasks.values() for t in per if t != SUITE_TASK}
+    )
+    checkpoints = [r.checkpoint for r in board.rows]
+    checkpoints += [c for c in beside if c not in checkpoints]
+    return render(field_rows(checkpoints, tasks, beside, served_tasks, offline), fmt)
+
+
+def _newest_sha(section: ServedSection, checkpoint: str) -> str | None:
+    mine = [r for r in section.rows if r.checkpoint == checkpoint and r.format == "dflash-served"]
+    return max(mine, key=lambda r: r.imported_at).sha256 if mine else None
+
+
+def _served_cells(cells: dict[str, Any], beside: ServedBeside | None) -> dict[str, Any]:
+    if beside is not None:
+        cells["served_tau"] = format_tau(beside.tau)
+        cells["served_speedup"] = format_speedup(beside.speedup)
+        cells["served_gap"] = format_gap(beside.suite_gap)
+    return cells
+
+
+def _served_notes(beside: dict[str, ServedBeside]) -> list[str]:
+    """What the served columns need said: unlike settings, gaps beyond the past-end term."""
+    notes = []
+    differ = unlike_settings(list(beside.values()))
+    if differ:
+        notes.append(
+            "served rows were measured with different "
+            + ", ".join(differ)
+            + ": compare them only within one setting (--json has each row's settings)"
+        )
+    for name, b in beside.items():
+        for task in b.flagged_tasks:
+            gap = b.tasks[task]
+            notes.append(
+                f"{name} on {task}: served tau is {gap.unexplained:+.2f} off tau_greedy beyond "
+                "the drafts accepted past max_tokens (the engine does not run the drafter as "
+                "the harness does)"
+            )
+    return notes
 
 
 def _cells(
@@ -105,7 +188,9 @@ def _cells(
     return cells
 
 
-def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
+def _print_board(
+    board: Leaderboard, args: argparse.Namespace, beside: dict[str, ServedBeside] | None = None
+) -> None:
     source = f" ({board.baseline_source})" if board.baseline else ""
     print(f"== {board.suite}: sorted by {board.sort}; baseline {board.baseline or '-'}{source}")
     if board.legend:
@@ -117,6 +202,15 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
         ("checkpoint", "CHECKPOINT"),
         *[(c, c.upper()) for c in columns],
         ("vs", "VS BASELINE"),  # the sort metric's: the heading above names it
+        *(
+            [
+                ("served_tau", "SERVED TAU"),
+                ("served_speedup", "SPEEDUP"),
+                ("served_gap", "SERVED - TAU_GREEDY"),
+            ]
+            if beside
+            else []
+        ),
         ("step", "STEP"),
         ("when", "WHEN"),
     ]
@@ -128,7 +222,8 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
         if row.attention is not None and row.attention != group:  # a ranking of its own
             groups.append((group, rows))
             rows, group = [], row.attention
-        rows.append(_cells(row, columns, board.baseline, row.created_at))
+        cells = _cells(row, columns, board.baseline, row.created_at)
+        rows.append(_served_cells(cells, (beside or {}).get(row.checkpoint)))
         if args.all:
             for older in row.older:
                 metrics = {k: v for k, v in older.metrics.items() if isinstance(v, (int, float))}
@@ -144,16 +239,18 @@ def _print_board(board: Leaderboard, args: argparse.Namespace) -> None:
     groups.append((group, rows))
     width = terminal_width()
     first = columns[:1]
-    beside = [ALL_ANCHORS] if board.sort == HEADLINE else []  # the all-anchor number too
-    priority = ["checkpoint", *first, "vs", *beside, "rank", "acc", "step", "when"]
+    beside_first = [ALL_ANCHORS] if board.sort == HEADLINE else []  # the all-anchor number too
+    served_keys = ["served_tau", "served_speedup", "served_gap"] if beside else []
+    priority = ["checkpoint", *first, *served_keys, "vs", *beside_first, "rank", "acc", "step"]
+    priority.append("when")
     shown, left_out = fit_columns([r for _, g in groups for r in g], table, width, priority)
     headed = len(board.groups) > 1 or (group and group != DEFAULT)
     for i, (name, group_rows) in enumerate(groups):
         if i or headed:
             print(f"-- {describe(name or DEFAULT)}")
         print(format_table(group_rows, shown))
-    if board.note:
-        note = f"note: {board.note}"
+    for text in ([board.note] if board.note else []) + _served_notes(beside or {}):
+        note = f"note: {text}"
         print(textwrap.fill(note, width or len(note), subsequent_indent="      "))
     _say_left_out(left_out, width)
     said = list(left_out)
@@ -272,6 +369,7 @@ def run(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 raise CommandError(str(exc), 2) from None
         sections = [served_section(served, b.suite, [r.checkpoint for r in b.rows]) for b in boards]
+        besides = [board_beside(served, b) for b in boards]
         on_boards = {r.checkpoint for b in boards for r in b.rows}
         elsewhere = ServedSection(
             "no board",
@@ -283,13 +381,21 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         conn.close()
+    if getattr(args, "table_format", None):
+        if not args.suite:
+            raise CommandError("--format needs a SUITE", 2)
+        print(_field_table(boards[0], sections[0], besides[0], args.table_format), end="")
+        return 0
     if args.json:
         out = []
-        for board, section in zip(boards, sections, strict=True):
+        for board, section, beside in zip(boards, sections, besides, strict=True):
             data = board.as_dict(with_older=args.all)
             for row in data["rows"]:
                 row["kind"] = "offline"
                 row["created_at_iso"] = iso(row["created_at"])
+                if row["checkpoint"] in beside:
+                    row["served"] = beside[row["checkpoint"]].as_dict()
+            data["served_notes"] = _served_notes(beside)
             data["served"] = section.as_list()
             for row in data["served"]:
                 row["imported_at_iso"] = iso(row["imported_at"])
@@ -301,10 +407,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not boards:
         print("no suites configured and no results stored yet")
-    for i, (board, section) in enumerate(zip(boards, sections, strict=True)):
+    for i, (board, section, beside) in enumerate(zip(boards, sections, besides, strict=True)):
         if i:
             print()
-        _print_board(board, args)
+        _print_board(board, args, beside)
         _print_served(section)
     _print_served(elsewhere)
     return 0

@@ -121,6 +121,9 @@ class HostConfig:
     scheduler: str = "ssh"
     slurm: SlurmConfig | None = None
     device: str | None = None  # "cuda" or "cpu" for eval jobs; None: cuda (see docs/evals.md)
+    # the engines a served bench starts (docs/evals.md "Served bench jobs"): a path or an argv
+    vllm: tuple[str, ...] | None = None
+    sglang: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -521,6 +524,8 @@ _HOST_KEYS = (
     "scheduler",
     "slurm",
     "device",
+    "vllm",
+    "sglang",
 )
 _SLURM_KEYS = ("partition", "gres", "time", "account", "extra_args")
 _RUN_KEYS = (
@@ -688,7 +693,22 @@ def _host(ch: _Checker, name: str, raw: Any, base: Path) -> HostConfig:
         scheduler=scheduler,
         slurm=slurm,
         device=_get(ch, table, "device", where, "str", None, _device),
+        vllm=_engine(ch, table, "vllm", where),
+        sglang=_engine(ch, table, "sglang", where),
     )
+
+
+def _engine(ch: _Checker, table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...] | None:
+    """An engine command: a path (one string) or a non-empty argv list of strings."""
+    if key not in table:
+        return None
+    value = table[key]
+    if isinstance(value, str) and value:
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    ch.add(f"{where}.{key}", f"expected a path or a list of strings, got {_describe(value)}")
+    return None
 
 
 def _entries(

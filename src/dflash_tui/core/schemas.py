@@ -54,6 +54,8 @@ JOBS = Schema(
         "ALTER TABLE jobs ADD COLUMN sliding TEXT",
         # what the job does: "eval" (the harness) or "cache" (a cache build, DESIGN §4.10)
         "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'eval'",
+        # a job kind's own settings as JSON (a served bench: engine, k, concurrency, port)
+        "ALTER TABLE jobs ADD COLUMN options TEXT",
     ],
 )
 

@@ -196,7 +196,7 @@ for d in "$@"; do
     fi
     { read -r rc < "$d/rc"; } 2>/dev/null && printf 'rc %s\n' "$rc"
     [ -f "$d/cancelled" ] && printf 'cancelled\n'
-    if [ -f "$d/eval_results.json" ] || [ -f "$d/cache_build.json" ]; then printf 'results\n'; fi
+    if [ -f "$d/eval_results.json" ] || [ -f "$d/cache_build.json" ] || [ -f "$d/served_results.json" ]; then printf 'results\n'; fi
     printf 'E\n'
     [ -f "$d/log" ] && set -- "$@" "$d/log"
 done

@@ -45,6 +45,11 @@ def cachebuild_dir() -> Path:
     return shipped_dir() / "cachebuild"
 
 
+def servedbench_dir() -> Path:
+    """The served bench's package directory (stdlib only; its `__init__` imports nothing)."""
+    return shipped_dir() / "servedbench"
+
+
 def _python_files(root: Path, prefix: str) -> list[tuple[str, bytes]]:
     return [
         (f"{prefix}{p.relative_to(root).as_posix()}", p.read_bytes())

@@ -116,7 +116,8 @@ class Job:
     result_dir: str | None = None
     collect_error: str | None = None
     sliding: str | None = None  # the operator's --sliding for this job (None: the suite's)
-    kind: str = EVAL  # EVAL, or CACHE_BUILD: `checkpoint` is then the target, `suite` the cache
+    kind: str = EVAL  # EVAL, BENCH, or CACHE_BUILD: `checkpoint` is then the target
+    options: str | None = None  # the kind's own settings, JSON (a bench's engine, k, ...)
 
     @property
     def terminal(self) -> bool:

@@ -39,28 +39,27 @@ from dflash_tui.evals.jobs import job as J
 from dflash_tui.evals.jobs.backends import (
     CACHE_BUILD_FILE,
     HARNESS_MISSING,
-    LOG_FILE,
-    RESULTS_FILE,
     JobBackend,
     LaunchSpec,
     RemoteStatus,
     SshBackend,
 )
+from dflash_tui.evals.jobs.benchjobs import SERVED_FILE, BenchOptions, bench_args
 from dflash_tui.evals.jobs.cachejobs import (
     CacheBuildError,
     CacheBuildRequest,
     plan_cache_build,
     upload_prompts,
 )
+from dflash_tui.evals.jobs.collection import collect_jobs
 from dflash_tui.evals.jobs.harness_args import check_suite_on_host, eval_args
-from dflash_tui.evals.jobs.install import HarnessUploader, cachebuild_dir
+from dflash_tui.evals.jobs.install import HarnessUploader, cachebuild_dir, servedbench_dir
 from dflash_tui.evals.jobs.job import Job, JobError, JobStore, JobUpdated, new_job_id
 from dflash_tui.evals.jobs.ownership import local_process_start, owner_alive
 from dflash_tui.evals.jobs.placement import PlacementError, place_checkpoint
 from dflash_tui.evals.jobs.preflight import PreflightRefused, preflight
 from dflash_tui.evals.jobs.slurm_backend import SlurmBackend
 from dflash_tui.evals.results.collect import CollectReport
-from dflash_tui.evals.results.schema import SchemaError, parse_results
 from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote.errors import CommandFailed, HostUnreachable, RemoteError
@@ -104,6 +103,7 @@ class JobManager:
         )
         self.uploader = uploader or HarnessUploader(pool)
         self.cache_uploader = HarnessUploader(pool, cachebuild_dir(), "cachebuild")
+        self.bench_uploader = HarnessUploader(pool, servedbench_dir(), "servedbench")
         self._cache_requests: dict[str, CacheBuildRequest] = {}
         self.log_lines = log_lines
         self._listeners: list[Listener] = []
@@ -182,6 +182,24 @@ class JobManager:
             self._spawn(job, ref)
         return job
 
+    async def start_bench(
+        self,
+        checkpoint: str | CheckpointRef,
+        suite: str,
+        options: BenchOptions,
+        host: str | None = None,
+        gpu: int | str | None = None,
+    ) -> Job:
+        """Queue a served bench (evals/jobs/benchjobs.py): the eval's preflight, placement and
+        lifecycle, with the served bench program instead of the harness."""
+        options.check()
+        job, ref = await self._queue(
+            checkpoint, suite, host, gpu, kind=J.BENCH, options=options.to_json()
+        )
+        if not job.terminal:
+            self._spawn(job, ref)
+        return job
+
     def _spawn(self, job: Job, ref: CheckpointRef | None) -> None:
         task = asyncio.get_running_loop().create_task(self._prepare(job, ref), name=f"job:{job.id}")
         self._tasks[job.id] = task
@@ -209,6 +227,9 @@ class JobManager:
         host: str | None,
         gpu: Any,
         sliding: str | None = None,
+        *,
+        kind: str = J.EVAL,
+        options: str | None = None,
     ) -> tuple[Job, CheckpointRef]:
         if sliding is not None and sliding not in SLIDING_MODES:
             raise JobError(
@@ -248,6 +269,8 @@ class JobManager:
             owner_pid=self._pid,
             owner_start=self._pid_start,
             sliding=sliding,
+            kind=kind,
+            options=options,
         )
         self.store.insert(job)
         for listener in list(self._listeners):
@@ -293,9 +316,12 @@ class JobManager:
             if self._cancel_requested(job.id):
                 return
             await check_suite_on_host(self.pool, job.host, suite.cache, suite.target)
-            if not await self.uploader.present(job.host):
-                self._update(job.id, state=J.UPLOADING, detail="installing the eval harness")
-                await self.uploader.install(job.host)
+            bench = job.kind == J.BENCH
+            uploader = self.bench_uploader if bench else self.uploader
+            installing = "installing the served bench" if bench else "installing the eval harness"
+            if not await uploader.present(job.host):
+                self._update(job.id, state=J.UPLOADING, detail=installing)
+                await uploader.install(job.host)
             if self._cancel_requested(job.id):
                 return
             self._update(
@@ -308,12 +334,17 @@ class JobManager:
                 job_id=job.id,
                 host=job.host,
                 python=self.config.host(job.host).python,
-                harness_sha=self.uploader.sha256,
-                harness_args=eval_args(self.config, job, suite, placement.path, ref.name),
+                harness_sha=uploader.sha256,
+                harness_args=(
+                    bench_args(self.config, job, suite, placement.path)
+                    if bench
+                    else eval_args(self.config, job, suite, placement.path, ref.name)
+                ),
                 gpu=job.gpu,
                 submitted_at=self.clock(),
+                **({"program": "servedbench", "results_file": SERVED_FILE} if bench else {}),
             )
-            await self._submit(job, spec, self.uploader, "installing the eval harness")
+            await self._submit(job, spec, uploader, installing)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 current = self.store.get(job.id)
@@ -732,65 +763,8 @@ class JobManager:
     # ------------------------------------------------------------------ collecting
 
     async def collect(self, job_ids: Iterable[str] | None = None) -> CollectReport:
-        """Pull finished jobs' results and logs into the results store."""
-        report = CollectReport()
-        wanted = set(job_ids) if job_ids is not None else None
-        for job in self.store.list([J.DONE]):
-            if job.collected_at is not None or (wanted is not None and job.id not in wanted):
-                continue
-            if job.kind == J.CACHE_BUILD:  # nothing to pull: the cache stays on its host
-                cache = next((s.cache for s in self.config.suites if s.name == job.suite), "")
-                self._update(job.id, collected_at=self.clock(), result_dir=f"{job.host}:{cache}")
-                continue
-            await self._collect_one(job, report)
-        return report
-
-    async def _collect_one(self, job: Job, report: CollectReport) -> None:
-        backend = self.backend(job.host)
-        where = f"{job.host}:{job.remote_dir}/{RESULTS_FILE}"
-        try:
-            raw = await backend.read_file(job, RESULTS_FILE)
-            log = await backend.read_file(job, LOG_FILE)
-        except RemoteError as exc:
-            report.errors.append(f"job {job.id}: {exc}")
-            return
-        if raw is None:
-            reason = "eval_results.json is missing on the host"
-            report.rejected.append((where, reason))
-            self._update(job.id, collect_error=reason)
-            return
-        try:
-            results = parse_results(raw, where)
-        except SchemaError as exc:
-            reason = "; ".join(exc.reasons)
-            report.rejected.append((where, reason))
-            self._update(job.id, collect_error=reason)
-            return
-        stored = self.results.add(
-            results,
-            raw,
-            suite=job.suite,
-            checkpoint=job.checkpoint,
-            source="job",
-            created_at=job.finished_at or self.clock(),
-            collected_at=self.clock(),
-            job_id=job.id,
-            origin=where,
-            step=job.step,
-            run=job.run,
-            log=log,
-            meta={
-                "host": job.host,
-                "checkpoint_location": f"{job.checkpoint_host}:{job.checkpoint_path}",
-                "command": job.command,
-            },
-        )
-        if stored is None:
-            report.skipped += 1
-            self._update(job.id, collected_at=self.clock(), collect_error=None)
-            return
-        report.stored.append(stored)
-        self._update(job.id, collected_at=self.clock(), result_dir=stored.dir, collect_error=None)
+        """Pull finished jobs' results and logs into the results store (evals/jobs/collection.py)."""
+        return await collect_jobs(self, set(job_ids) if job_ids is not None else None)
 
     # ------------------------------------------------------------------ shutdown
 

@@ -34,6 +34,7 @@ class CollectReport:
     skipped: int = 0
     errors: list[str] = field(default_factory=list)  # a host or file could not be read
     notes: list[str] = field(default_factory=list)  # e.g. an import glob that matches nothing yet
+    served: list[str] = field(default_factory=list)  # served bench results stored (their dirs)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +43,7 @@ class CollectReport:
             "skipped": self.skipped,
             "errors": list(self.errors),
             "notes": list(self.notes),
+            "served": list(self.served),
         }
 
 

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from dflash_tui.evals.results.served import ddtree, specforge, zlab
+from dflash_tui.evals.results.served import ddtree, dflash_served, specforge, zlab
 from dflash_tui.evals.results.served.record import ServedFormatError, ServedReport
 
-READERS: dict[str, ModuleType] = {m.FORMAT: m for m in (zlab, ddtree, specforge)}
+READERS: dict[str, ModuleType] = {m.FORMAT: m for m in (zlab, ddtree, specforge, dflash_served)}
 FORMAT_NAMES = tuple(READERS)
 
 

@@ -1,0 +1,106 @@
+"""`dflash-tui bench CHECKPOINT SUITE [--host H] [--engine vllm|sglang] [--k N]
+[--concurrency C] [--wait] [--json]`: a served bench job (docs/evals.md "Served bench jobs")."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from dflash_tui.commands import CommandError
+from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
+from dflash_tui.commands.output import add_json_flag, print_json
+from dflash_tui.evals.jobs.benchjobs import ENGINES, BenchOptions
+from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
+from dflash_tui.evals.jobs.preflight import REFUSED
+from dflash_tui.evals.results.served.board import format_speedup, format_tau, format_tok_s
+from dflash_tui.evals.results.served.store import ServedStore
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "bench",
+        parents=[common],
+        help="start a served bench job: a real engine with the checkpoint as its drafter",
+        description="Measure served tau, per-position acceptance and speedup of CHECKPOINT on "
+        "SUITE's prompts with a real engine on the suite's host: the engine (hosts.toml "
+        "[hosts.X] vllm or sglang: a path or an argv list) serves the suite's target with the "
+        "checkpoint as its DFlash drafter, then the target alone for the baseline. The job "
+        "runs detached like an eval (`jobs`, `cancel`, `collect`); the drafter is checked "
+        "against the suite first, as for an eval. Exit 0 once started (with --wait: once "
+        "done and collected), 1 if it failed, 2 for bad usage or a refused drafter.",
+    )
+    p.add_argument("checkpoint", metavar="CHECKPOINT")
+    p.add_argument("suite", metavar="SUITE")
+    p.add_argument("--host", help="run on this host instead of the suite's (same cache path)")
+    p.add_argument("--gpu", help="GPU index(es) for CUDA_VISIBLE_DEVICES (default: a free one)")
+    p.add_argument("--engine", choices=ENGINES, default="vllm")
+    p.add_argument("--k", type=int, help="draft tokens per step (default: block size - 1)")
+    p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
+    p.add_argument("--port", type=int, help="the engine's loopback port (default: a free one)")
+    p.add_argument("--health-timeout", type=float, help="seconds the engine gets to answer /health")
+    p.add_argument("--wait", action="store_true", help="follow the job to its end, then collect")
+    add_json_flag(p)
+    p.set_defaults(handler=run)
+
+
+async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+    options = BenchOptions(
+        engine=args.engine,
+        k=args.k,
+        concurrency=args.concurrency,
+        port=args.port,
+        health_timeout_s=args.health_timeout,
+    )
+    async with eval_context(args.config) as ctx:
+        manager = ctx.manager
+        progress = JobProgress(quiet=args.json)
+        job = await manager.start_bench(args.checkpoint, args.suite, options, args.host, args.gpu)
+        if not job.terminal:
+            try:
+                job = await manager.wait(job.id, started_only=not args.wait, on_change=progress)
+            finally:
+                progress.close()
+        out: dict[str, Any] = {"job": job.as_dict()}
+        if job.state == DONE:
+            report = await manager.collect([job.id])
+            out["collect"] = report.as_dict()
+            for where, reason in report.rejected:
+                print(f"warning: {where} rejected: {reason}", file=sys.stderr)
+            store = ServedStore(ctx.config.console.results_dir, manager.conn)
+            out["served"] = [
+                r.as_dict()
+                for r in store.results(job.suite)
+                if r.checkpoint == job.checkpoint and r.dir == job.result_dir
+            ]
+            job = manager.job(job.id)
+            out["job"] = job.as_dict()
+        code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
+        if job.error and job.error.startswith(REFUSED):
+            code = 2
+        return code, out
+
+
+def _print(out: dict[str, Any]) -> None:
+    print_job_head(out["job"])
+    for row in out.get("served", []):
+        details = row.get("details", {})
+        within = details.get("tau_within_max_tokens")
+        extra = f" (within max_tokens {within:.3f})" if isinstance(within, float) else ""
+        print(
+            f"  {row['task']}: served tau {format_tau(row['tau'])}{extra}, "
+            f"{format_tok_s(row['throughput_tok_s'])} tok/s, speedup "
+            f"{format_speedup(row['speedup'])}"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.gpu is not None and not args.gpu.replace(",", "").isdigit():
+        raise CommandError(f"--gpu expects GPU indices such as 0 or 0,1; got {args.gpu!r}", 2)
+    code, out = asyncio.run(_bench(args))
+    if args.json:
+        print_json(out)
+    else:
+        _print(out)
+    return code
