@@ -96,6 +96,11 @@ class Bed:
             doc = out.stdout
         return out.returncode, doc, out.stderr
 
+    def bench_jobs(self) -> list[dict[str, Any]]:
+        code, doc, err = self.run("jobs", "--json")
+        assert code == 0, err
+        return [j for j in doc["jobs"] if j["kind"] == "bench"]
+
     def job(self, job_id: str) -> dict[str, Any]:
         code, doc, err = self.run("jobs", job_id, "--json")
         assert code == 0, err
@@ -150,7 +155,7 @@ def test_a_console_killed_mid_bench_leaves_the_job_to_finish_and_the_board_shows
     )
     try:
         listed = wait_until(
-            lambda: [j for j in bed.run("jobs", "--json")[1]["jobs"] if j["kind"] == "bench"],
+            bed.bench_jobs,
             "the bench job listed by `jobs`",
             timeout=120,
             interval=0.5,

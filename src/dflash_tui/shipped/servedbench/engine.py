@@ -154,6 +154,17 @@ class Engine:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def exits_within(self, seconds: float) -> bool:
+        """Whether the engine has exited or does within `seconds` (a dropped connection is
+        often the first sign of an engine dying: its exit follows a moment later)."""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def wait_healthy(self, deadline_s: float, on_wait: Callable[[float], None]) -> None:
         """Until `/health` answers 200; RunFailure when the engine exits or the deadline passes."""
         start = time.monotonic()

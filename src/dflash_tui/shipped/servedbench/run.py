@@ -32,6 +32,7 @@ from .engine import Engine, EngineSpec, check_command, check_port_free, free_por
 from .prompts import Prompt, prompts_sha256, read_prompts
 
 Emit = Callable[[dict[str, Any]], None]
+DYING_S = 10.0  # how long a failed request waits for the engine's exit before blaming the request
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class Phase:
         try:
             return read_counters(self.engine.url)
         except (OSError, ValueError) as exc:
-            if not self.engine.alive():
+            if self.engine.exits_within(DYING_S):
                 raise self.engine.died("mid-run") from None
             raise RunFailure(f"cannot read {self.engine.url}/metrics: {exc}") from None
 
@@ -141,11 +142,11 @@ class Phase:
         try:
             status, body = post_json(url, doc, self.opts.request_timeout_s)
         except OSError as exc:
-            if not self.engine.alive():
+            if self.engine.exits_within(DYING_S):
                 raise self.engine.died("mid-run") from None
             raise RunFailure(f"request to {url} failed: {exc}") from None
         if status != 200 or not isinstance(body, dict):
-            if not self.engine.alive():
+            if self.engine.exits_within(DYING_S):
                 raise self.engine.died("mid-run")
             raise RunFailure(f"{url} answered {status}: {str(body)[:300]}")
         if self.opts.engine == "sglang":
