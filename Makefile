@@ -13,7 +13,7 @@ STAMP_DEV := $(VENV)/.installed-dev
 PIP_TOOLS := pip-tools==7.6.2
 LOCKENV := .lockenv
 
-.PHONY: demo test lint format clean venv bench system-deps lock stress-test
+.PHONY: demo test lint types format clean venv bench system-deps lock stress-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,7 @@ test: $(STAMP_DEV) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 # sshd and tmux, and the Slurm test bed (slurmctld, slurmd, munge, slurmdbd + MariaDB
@@ -98,9 +99,13 @@ lint: $(STAMP_DEV)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+## make types: mypy over src/ as [tool.mypy] in pyproject.toml sets it (docs/development.md).
+types: $(STAMP_DEV)
+	$(BIN)/mypy
+
 format: $(STAMP_DEV)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .mypy_cache

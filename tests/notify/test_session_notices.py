@@ -32,10 +32,13 @@ class FakeSession:
         self.evals_available = True
         self._jobs: list[Job] = []
         self.results: list[Any] = []
-        self._manager = SimpleNamespace(
-            results=SimpleNamespace(results=lambda suite, checkpoint: self.results),
-            device_of=lambda job: "cpu" if job.host == "cpubox" else "cuda",
-        )
+
+    def device_of(self, job: Job) -> str:
+        return "cpu" if job.host == "cpubox" else "cuda"
+
+    def job_metrics(self, job: Job) -> dict[str, Any] | None:
+        found = [r for r in self.results if r.job_id == job.id]
+        return dict(found[0].metrics) if found else None
 
     def subscribe(self, callback: Any) -> Any:
         self.subscribers.append(callback)

@@ -473,10 +473,15 @@ class FixtureSession:
         self.extra_results: tuple[Row, ...] = ()  # results added by a test (add_result)
         self.waiting: dict[str, frozenset[str]] = {}  # what the auto-eval queues next
         self.served_sections: tuple[ServedSection, ...] = ()  # served rows (default_served)
+        self.evals_error: str | None = None
+        self.notify_error: str | None = None
 
     # ---- SessionAPI
     def now(self) -> float:
         return self.clock_value
+
+    def stores(self) -> tuple[Any, ...]:
+        return ()  # no [stores.NAME] in the fixture config
 
     def last_refresh_at(self) -> float | None:
         return NOW - 1

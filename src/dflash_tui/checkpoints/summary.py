@@ -345,7 +345,7 @@ def inspect_local(path: str, *, sha256: bool = False) -> CheckpointSummary:
     config_raw = read_small("config.json")
     index_raw = read_small("model.safetensors.index.json") if root.is_dir() else None
     index = load_index(index_raw, str(folder))
-    files = []
+    files: list[tuple[str, int, bytes | None, str | None]] = []
     for name in weight_file_names(listing, index):
         file = folder / name
         if not file.is_file():

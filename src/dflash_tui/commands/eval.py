@@ -70,7 +70,7 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
             row = next((r for r in board.rows if r.job_id == job.id), None) or next(
                 (r for r in board.rows if r.checkpoint == job.checkpoint), None
             )
-            if row is not None and row.evaluated:
+            if row is not None and row.evaluated and row.result is not None:
                 out["result"] = row.as_dict(board.baseline)
                 out["result"]["attention_record"] = dict(row.result.attention or {})
                 out["baseline"] = board.baseline

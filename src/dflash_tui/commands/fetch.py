@@ -6,12 +6,16 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import print_json
 from dflash_tui.core.config import load_config
 from dflash_tui.core.units import plural, size, size_pair
 from dflash_tui.remote.pool import HostPool
+
+if TYPE_CHECKING:  # the transfer package is imported by the command that runs it
+    from dflash_tui.transfer.hub.fetch import FetchResult
 
 PLAIN_INTERVAL_S = 5.0
 
@@ -62,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             shown["at"] = now
             print(text, flush=True)
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> FetchResult:
         conn = open_transfer_state(config.console.state_dir)
         try:
             async with HostPool(config) as pool:

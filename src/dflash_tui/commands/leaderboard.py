@@ -257,17 +257,17 @@ def _print_board(
     left_out = []
     for task, task_rows in board.tasks.items():
         print(f"\n-- {board.suite} / {task}")
-        cells = []
+        task_cells = []
         for r in task_rows:
             c = _cells(r, columns, board.baseline, None)
             if len(board.groups) > 1:
                 c["checkpoint"] += f" [{r.attention}]"
             c["n"] = r.n_anchors
-            cells.append(c)
+            task_cells.append(c)
         task_table = [*table[: len(columns) + 3], ("n", "ANCHORS")]
-        fitted, dropped = fit_columns(cells, task_table, width, [*priority, "n"])
+        fitted, dropped = fit_columns(task_cells, task_table, width, [*priority, "n"])
         left_out += [k for k in dropped if k not in left_out + said]
-        print(format_table(cells, fitted))
+        print(format_table(task_cells, fitted))
     _say_left_out(left_out, width)
 
 

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import time
 
-from dflash_tui.checkpoints import locate
+from dflash_tui.checkpoints import Found, locate
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
 from dflash_tui.core.config import load_config
 from dflash_tui.core.units import size
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
-async def _locate(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+async def _locate(args: argparse.Namespace) -> tuple[list[Found], dict[str, str]]:
     config = load_config(args.config)
     async with HostPool(config) as pool:
         return await locate(pool, args.name, sha256=args.sha256)

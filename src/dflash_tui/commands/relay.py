@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import print_json, print_table
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config import Config, load_config
 from dflash_tui.core.units import plural, rate, size, size_pair
 from dflash_tui.transfer import trace
 from dflash_tui.transfer.events import (
@@ -32,7 +32,9 @@ from dflash_tui.transfer.verify import DEFAULT_RANGE_BYTES
 # The engine (and asyncssh with it) loads inside run(), once the arguments are known.
 
 if TYPE_CHECKING:
-    from dflash_tui.transfer import RelayOptions, TransferError
+    from pathlib import Path
+
+    from dflash_tui.transfer import RelayOptions, TransferError, TransferResult
 
 LIST_COLUMNS = [
     ("id", "ID"),
@@ -139,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
         trace.mark("loop_closed")
 
 
-async def _relay(config, args: argparse.Namespace, options: RelayOptions, printer) -> int:  # type: ignore[no-untyped-def]
+async def _relay(
+    config: Config, args: argparse.Namespace, options: RelayOptions, printer: _Printer
+) -> int:
 
     from dflash_tui.remote.pool import HostPool
     from dflash_tui.transfer import open_transfer_state
@@ -175,7 +179,7 @@ async def _relay(config, args: argparse.Namespace, options: RelayOptions, printe
     return 0
 
 
-def _list(state_dir, as_json: bool) -> int:  # type: ignore[no-untyped-def]
+def _list(state_dir: Path, as_json: bool) -> int:
     from dflash_tui.transfer import list_transfers, open_transfer_state
 
     conn = open_transfer_state(state_dir)
@@ -300,7 +304,7 @@ class _Printer:
                 + "\n"
             )
 
-    def summary(self, result) -> None:  # type: ignore[no-untyped-def]
+    def summary(self, result: TransferResult) -> None:
         if self.json_lines:
             return
 

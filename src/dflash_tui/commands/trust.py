@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 from dflash_tui.commands import CommandError
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config import Config, load_config
 from dflash_tui.remote.known_hosts import (
     append_known_host,
     has_known_key,
@@ -15,6 +16,9 @@ from dflash_tui.remote.known_hosts import (
     load_known_hosts,
 )
 from dflash_tui.remote.pool import HostPool
+
+if TYPE_CHECKING:
+    import asyncssh
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -31,7 +35,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
-async def _fetch(config_path: str | None, name: str):  # type: ignore[no-untyped-def]
+async def _fetch(config_path: str | None, name: str) -> tuple[Config, asyncssh.SSHKey]:
     config = load_config(config_path)
     if name not in config.hosts:
         raise CommandError(

@@ -24,10 +24,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from dflash_tui.console.events import JobsChanged, TransfersChanged
+from dflash_tui.console.events import JobsChanged, SessionEvent, TransfersChanged
+from dflash_tui.console.transfers import TransferView
 from dflash_tui.core import notify_settings as ev
+from dflash_tui.core.config import Config
 from dflash_tui.core.units import duration, size
 from dflash_tui.evals.jobs.job import JobState
 from dflash_tui.evals.results.leaderboard import format_metric
@@ -37,9 +39,13 @@ from dflash_tui.monitor.views import (
     HostReachabilityChanged,
     RunStateChanged,
     RunUpdated,
+    RunView,
 )
 from dflash_tui.notify.message import Notice
 from dflash_tui.notify.notifier import Notifier, Outcome
+
+if TYPE_CHECKING:
+    from dflash_tui.evals.jobs.job import Job
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +56,28 @@ JOB_FAILED_STATES = frozenset({JobState.FAILED, JobState.LOST})
 NoticeCallback = Callable[[Notice, Outcome | None], None]
 
 
+class NoticeSource(Protocol):
+    """What the notices read of a session: `ConsoleSession` (tests pass a stand-in)."""
+
+    config: Config
+
+    @property
+    def evals_available(self) -> bool: ...
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]: ...
+    def run(self, name: str) -> RunView: ...
+    def jobs(self) -> tuple[Job, ...]: ...
+    def transfers(self) -> tuple[TransferView, ...]: ...
+    def device_of(self, job: Job) -> str | None: ...
+    def job_metrics(self, job: Job) -> dict[str, Any] | None: ...
+
+
 class SessionNotifications:
     """Follows one session; see the module docstring. `attach()` after the session is
     created, `await close()` before it stops (pending sends finish, bounded)."""
 
     def __init__(
         self,
-        session: Any,
+        session: NoticeSource,
         notifier: Notifier | None,
         *,
         on_notice: NoticeCallback | None = None,
@@ -146,7 +167,7 @@ class SessionNotifications:
 
     # ---------------------------------------------------------------- conditions
 
-    def _run_view(self, run: str) -> Any | None:
+    def _run_view(self, run: str) -> RunView | None:
         with contextlib.suppress(KeyError, LookupError):
             return self.session.run(run)
         return None
@@ -220,8 +241,8 @@ class SessionNotifications:
 
     def _acceptance_back(self, run: str) -> None:
         view = self._run_view(run)
-        acceptance = getattr(view, "acceptance", None)
-        if acceptance is None or acceptance.dropped:
+        acceptance = view.acceptance if view is not None else None
+        if view is None or acceptance is None or acceptance.dropped:
             return
         self._dropped.discard(run)
         last = f"{acceptance.last:.2f}" if acceptance.last is not None else "?"
@@ -240,7 +261,7 @@ class SessionNotifications:
         return finished_at is not None and finished_at >= self.started_at - RECENT_S
 
     def _jobs(self, job_id: str | None) -> None:
-        if not getattr(self.session, "evals_available", False):
+        if not self.session.evals_available:
             return
         jobs = self.session.jobs()
         for job in jobs:
@@ -310,20 +331,13 @@ class SessionNotifications:
         """Where the job ran, as `jobs` shows it: its GPU, or "cpu" for a CPU job."""
         if job.gpu:
             return str(job.gpu)
-        manager = getattr(self.session, "_manager", None)
-        device_of = getattr(manager, "device_of", None)
-        if device_of is not None and device_of(job) == "cpu":
+        if self.session.device_of(job) == "cpu":
             return "cpu"
         return "its device"
 
     def _metrics_of(self, job: Any) -> dict[str, Any] | None:
-        manager = getattr(self.session, "_manager", None)
-        if manager is None:
-            return None
         try:
-            for result in manager.results.results(job.suite, job.checkpoint):
-                if result.job_id == job.id:
-                    return dict(result.metrics)
+            return self.session.job_metrics(job)
         except Exception as exc:
             log.warning("cannot read the results of job %s: %s", job.id, exc)
         return None

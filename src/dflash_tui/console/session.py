@@ -38,13 +38,14 @@ import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dflash_tui.console.alerts import AlertRules
 from dflash_tui.console.calibration import Calibrations
 from dflash_tui.console.events import (
     JobsChanged,
     LeaderboardChanged,
+    SessionEvent,
     TransfersChanged,
 )
 from dflash_tui.console.transfers import TransferTracker, TransferView
@@ -59,6 +60,19 @@ from dflash_tui.monitor.views import (
     RunView,
 )
 from dflash_tui.remote.pool import HostPool
+
+if TYPE_CHECKING:  # evals and stores are imported when first used: a console without them starts
+    from dflash_tui.console.notifications import NoticeCallback, SessionNotifications
+    from dflash_tui.evals.discovery.sweep import AutoEval
+    from dflash_tui.evals.discovery.targets import CheckpointRef
+    from dflash_tui.evals.jobs.job import Job
+    from dflash_tui.evals.jobs.manager import JobManager
+    from dflash_tui.evals.results.leaderboard import Leaderboard
+    from dflash_tui.evals.results.progress import RunProgress
+    from dflash_tui.evals.results.served.board import ServedSection
+    from dflash_tui.evals.results.served.store import ServedStore
+    from dflash_tui.transfer.s3.client import S3Store
+    from dflash_tui.transfer.s3.probe import StoreCheck
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +89,12 @@ class SessionAPI(Protocol):
     """What the console reads and asks; ConsoleSession implements it (tests may fake it)."""
 
     config: Config
+    evals_error: str | None  # why eval jobs are unavailable (None: they are, or not yet)
+    notify_error: str | None  # why [notify] sends nothing (None: it works, or is not set)
 
     def now(self) -> float: ...
     def last_refresh_at(self) -> float | None: ...
-    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]: ...
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]: ...
     async def start(self) -> None: ...
     async def stop(self, timeout_s: float = ...) -> bool: ...
     def refresh_now(self) -> None: ...
@@ -86,7 +102,7 @@ class SessionAPI(Protocol):
     def run(self, name: str) -> RunView: ...
     def runs(self) -> tuple[RunView, ...]: ...
     def hosts(self) -> tuple[HostView, ...]: ...
-    def stores(self) -> tuple[Any, ...]: ...
+    def stores(self) -> tuple[StoreCheck, ...]: ...
     def lines(self, run: str, after_seq: int = 0) -> tuple[LogLine, ...]: ...
     def watch_lines(self, run: str | None) -> None: ...
     def transfers(self) -> tuple[TransferView, ...]: ...
@@ -94,14 +110,14 @@ class SessionAPI(Protocol):
     async def complete_path(self, host: str | None, prefix: str) -> list[str]: ...
     @property
     def evals_available(self) -> bool: ...
-    def jobs(self) -> tuple[Any, ...]: ...
-    def leaderboards(self) -> tuple[Any, ...]: ...
-    def leaderboard(self, suite: str, *, tasks: bool = False) -> Any | None: ...
-    def served(self, boards: Sequence[Any]) -> Mapping[str, Any]: ...
-    async def start_eval(self, checkpoint: Any, suite: str) -> Any: ...
-    async def cancel_job(self, job_id: str) -> Any: ...
+    def jobs(self) -> tuple[Job, ...]: ...
+    def leaderboards(self) -> tuple[Leaderboard, ...]: ...
+    def leaderboard(self, suite: str, *, tasks: bool = False) -> Leaderboard | None: ...
+    def served(self, boards: Sequence[Leaderboard]) -> Mapping[str, ServedSection]: ...
+    async def start_eval(self, checkpoint: str | CheckpointRef, suite: str) -> Job: ...
+    async def cancel_job(self, job_id: str) -> Job: ...
     def set_baseline(self, suite: str, checkpoint: str | None) -> None: ...
-    def progress(self, run: str, suite: str | None = None) -> Any | None: ...
+    def progress(self, run: str, suite: str | None = None) -> RunProgress | None: ...
     def auto_eval_waiting(self, suite: str) -> frozenset[str]: ...
 
 
@@ -124,7 +140,7 @@ class ConsoleSession:
         pool: HostPool | None = None,
         monitor_options: MonitorOptions | None = None,
         auto_eval: bool = True,
-        on_notice: Callable[[Any, Any], None] | None = None,
+        on_notice: NoticeCallback | None = None,
     ) -> None:
         """`on_notice(notice, outcome)`: every notice (alert, recovery, job or relay that
         ended, sweep finished) and what `[notify]` did with it (`dflash-tui watch` logs them)."""
@@ -142,24 +158,24 @@ class ConsoleSession:
         )
         self._calibration.monitor = self.monitor
         self.auto_eval = auto_eval
-        self._served_cache: Any = None  # evals.results.served.store.ServedStore, made on first use
-        self._subscribers: list[Callable[[Any], None]] = []
+        self._served_cache: ServedStore | None = None  # made on first use
+        self._subscribers: list[Callable[[SessionEvent], None]] = []
         self._unsubscribe_monitor: Callable[[], None] | None = None
         self.alerts = AlertRules()
         self._db: sqlite3.Connection | None = None
         self._transfers = TransferTracker(clock)
-        self._manager: Any = None  # evals.jobs.manager.JobManager once started
-        self._sweep: Any = None  # evals.discovery.sweep.AutoEval when a run has auto_eval
+        self._manager: JobManager | None = None  # once started
+        self._sweep: AutoEval | None = None  # when a run has auto_eval
         self._sweep_refs: tuple[str, ...] = ()
         self._tasks: list[asyncio.Task[None]] = []
         self.evals_error: str | None = None
         self._started = False
         self._after_start: list[tuple[str, Callable[[], Awaitable[None]]]] = []
-        self._store_checks: dict[str, Any] = {}  # store name -> transfer.s3.probe.StoreCheck
-        self._store_clients: dict[str, Any] = {}  # store name -> S3Store (made on first use)
+        self._store_checks: dict[str, StoreCheck] = {}  # store name -> its last answer
+        self._store_clients: dict[str, S3Store] = {}  # made on first use
         self._completion_slots: dict[str | None, asyncio.Semaphore] = {}  # per host
         self._on_notice = on_notice
-        self._notifications: Any = None  # console.notifications.SessionNotifications
+        self._notifications: SessionNotifications | None = None
         # why [notify] sends nothing (apprise missing, state database unusable); None: fine
         self.notify_error: str | None = None
 
@@ -282,7 +298,7 @@ class ConsoleSession:
 
     # ------------------------------------------------------------------ events
 
-    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:
         """Call `callback(event)` for every SessionEvent; returns an unsubscribe function."""
         self._subscribers.append(callback)
 
@@ -292,7 +308,7 @@ class ConsoleSession:
 
         return unsubscribe
 
-    def _emit(self, event: Any) -> None:
+    def _emit(self, event: SessionEvent) -> None:
         for callback in list(self._subscribers):
             try:
                 callback(event)
@@ -332,7 +348,7 @@ class ConsoleSession:
 
     # ------------------------------------------------------------------ stores
 
-    def stores(self) -> tuple[Any, ...]:
+    def stores(self) -> tuple[StoreCheck, ...]:
         """Each `[stores.NAME]` as last asked (`transfer.s3.probe.StoreCheck`), config order."""
         if not self.config.stores:
             return ()
@@ -343,7 +359,7 @@ class ConsoleSession:
             for name, store in self.config.stores.items()
         )
 
-    def _store_client(self, name: str) -> Any:
+    def _store_client(self, name: str) -> S3Store:
         client = self._store_clients.get(name)
         if client is None:
             from dflash_tui.transfer.s3 import S3Store
@@ -386,7 +402,7 @@ class ConsoleSession:
         """Whether eval jobs and the leaderboard can be shown (see `evals_error` if not)."""
         return self._manager is not None
 
-    def jobs(self, limit: int = 30) -> tuple[Any, ...]:
+    def jobs(self, limit: int = 30) -> tuple[Job, ...]:
         """Eval jobs (`evals.jobs.Job` snapshots), newest first; () before start."""
         if self._manager is None:
             return ()
@@ -396,7 +412,7 @@ class ConsoleSession:
             log.warning("cannot read jobs: %s", exc)
             return ()
 
-    def leaderboards(self) -> tuple[Any, ...]:
+    def leaderboards(self) -> tuple[Leaderboard, ...]:
         """One `evals.leaderboard.Leaderboard` per suite (configured suites first)."""
         if self._manager is None:
             return ()
@@ -414,7 +430,7 @@ class ConsoleSession:
             log.warning("cannot build the leaderboard: %s", exc)
         return tuple(boards)
 
-    def _served_store(self) -> Any:
+    def _served_store(self) -> ServedStore:
         """The served results beside the manager's results store (made once: it applies
         its tables' schema)."""
         from dflash_tui.evals.results.served.store import ServedStore
@@ -431,7 +447,7 @@ class ConsoleSession:
 
         return served_suites(self._served_store(), known)
 
-    def served(self, boards: Sequence[Any]) -> Mapping[str, Any]:
+    def served(self, boards: Sequence[Leaderboard]) -> Mapping[str, ServedSection]:
         """Per board's suite, its served rows (`evals.results.served.board.ServedSection`)."""
         if self._manager is None:
             return {}
@@ -447,7 +463,7 @@ class ConsoleSession:
             log.warning("cannot read served results: %s", exc)
             return {}
 
-    def leaderboard(self, suite: str, *, tasks: bool = False) -> Any | None:
+    def leaderboard(self, suite: str, *, tasks: bool = False) -> Leaderboard | None:
         """One suite's `Leaderboard` (with per-task rows when `tasks`); None if unavailable."""
         if self._manager is None:
             return None
@@ -465,7 +481,7 @@ class ConsoleSession:
             log.warning("cannot build the leaderboard of %s: %s", suite, exc)
             return None
 
-    async def start_eval(self, checkpoint: Any, suite: str) -> Any:
+    async def start_eval(self, checkpoint: str | CheckpointRef, suite: str) -> Job:
         """Queue an eval of `checkpoint` (a name or a CheckpointRef) on `suite`; returns the Job.
 
         Raises JobError (bad name, unknown suite) or RuntimeError when evals are unavailable.
@@ -474,11 +490,26 @@ class ConsoleSession:
             raise RuntimeError(self.evals_error or "eval jobs are not started yet")
         return await self._manager.start_eval(checkpoint, suite)
 
-    async def cancel_job(self, job_id: str) -> Any:
+    async def cancel_job(self, job_id: str) -> Job:
         """Cancel an eval job (its preparation here, or its process group on its host)."""
         if self._manager is None:
             raise RuntimeError(self.evals_error or "eval jobs are not started yet")
         return await self._manager.cancel(job_id)
+
+    def device_of(self, job: Job) -> str | None:
+        """ "cpu" or "cuda": where `job` runs by the config (`evals.jobs.gpus.device_of`)."""
+        from dflash_tui.evals.jobs.gpus import device_of
+
+        return device_of(self.config, job)
+
+    def job_metrics(self, job: Job) -> dict[str, Any] | None:
+        """The metrics of `job`'s collected result (None: none stored, or no evals)."""
+        if self._manager is None:
+            return None
+        for result in self._manager.results.results(job.suite, job.checkpoint):
+            if result.job_id == job.id:
+                return dict(result.metrics)
+        return None
 
     def set_baseline(self, suite: str, checkpoint: str | None) -> None:
         """Mark `checkpoint` the baseline of `suite` (None: back to the config's)."""
@@ -487,7 +518,7 @@ class ConsoleSession:
         self._manager.results.set_baseline(suite, checkpoint, self.clock())
         self._results_changed()
 
-    async def evaluate_missing_baselines(self) -> list[Any]:
+    async def evaluate_missing_baselines(self) -> list[Job]:
         """Queue an eval of each suite's baseline that has no result yet and no job that
         could still give one (a failed or cancelled one is tried again); returns the
         jobs started. Without the baseline's numbers there are no ratios and no
@@ -515,7 +546,7 @@ class ConsoleSession:
             started.append(job)
         return started
 
-    def progress(self, run: str, suite: str | None = None) -> Any | None:
+    def progress(self, run: str, suite: str | None = None) -> RunProgress | None:
         """`evals.progress.RunProgress` of `run` on `suite` (None: the run's first suite
         with results, its auto_eval suites first); None when evals are unavailable or
         the run has no suite at all. Reads the results store: call it when results change."""
@@ -562,6 +593,7 @@ class ConsoleSession:
         """Poll unfinished jobs and collect finished ones; idle while there are none."""
         interval = max(self.config.console.refresh_s, JOBS_POLL_S)
         manager = self._manager
+        assert manager is not None  # started by _start_evals, which made it
         seen: dict[str, tuple[Any, ...]] | None = None
         while True:
             try:
@@ -592,7 +624,7 @@ class ConsoleSession:
             self._emit(JobsChanged(job_id))
         return now
 
-    def _complete_checkpoints(self) -> list[Any]:
+    def _complete_checkpoints(self) -> list[CheckpointRef]:
         if self._sweep is None:
             return []
         return [s.ref for state in self._sweep.state.values() for s in state.statuses if s.complete]

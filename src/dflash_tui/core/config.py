@@ -15,7 +15,7 @@ import posixpath
 import re
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -968,7 +968,12 @@ def parse_config(text: str, path: Path) -> Config:
             else:
                 _check_host_ref(ch, f"hosts.{host.name}.jump", host.jump, hosts)
     _check_jump_cycles(ch, hosts)
-    for section, entries in (("runs", runs), ("checkpoints", checkpoints), ("suites", suites)):
+    sections: list[tuple[str, Sequence[RunConfig | CheckpointConfig | SuiteConfig]]] = [
+        ("runs", runs),
+        ("checkpoints", checkpoints),
+        ("suites", suites),
+    ]
+    for section, entries in sections:
         for i, entry in enumerate(entries):
             _check_host_ref(ch, f"{section}[{i}].host", entry.host, hosts)
         _check_duplicates(ch, section, [e.name for e in entries])

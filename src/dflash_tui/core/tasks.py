@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ async def cancel_and_wait(
                 task.exception()  # read: a stopped task's error is not news
 
 
-async def run_all(coros: list) -> None:  # type: ignore[type-arg]
+async def run_all(coros: Iterable[Awaitable[object]]) -> None:
     """Run coroutines together; the first failure cancels the rest (`cancel_and_wait`)
     and is raised."""
     tasks = [asyncio.ensure_future(c) for c in coros]
@@ -56,4 +56,4 @@ async def run_all(coros: list) -> None:  # type: ignore[type-arg]
             if exc is not None:
                 raise exc
     finally:
-        await cancel_and_wait(tasks)  # type: ignore[arg-type]
+        await cancel_and_wait(tasks)

@@ -11,8 +11,12 @@ chat markers) with a ChatML template, enough for text prompts to go through
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:  # transformers is imported where it is used: it is slow to load
+    from transformers import Qwen3Config
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> "
@@ -31,7 +35,7 @@ def target_config(
     head_dim: int = 16,
     intermediate_size: int = 128,
     init_std: float = 0.02,
-):  # -> transformers.Qwen3Config
+) -> Qwen3Config:
     """A small Qwen3 config; no end-of-sequence token, so generation runs its full length."""
     from transformers import Qwen3Config
 
@@ -44,7 +48,9 @@ def target_config(
         num_key_value_heads=num_kv_heads,
         head_dim=head_dim,
         max_position_embeddings=4096,
-        rope_theta=10000.0,
+        # transformers 4.x takes rope_theta; 5.x folds it into rope_parameters at run
+        # time but no longer lists it in the signature
+        rope_theta=10000.0,  # type: ignore[call-arg]
         rms_norm_eps=1e-6,
         tie_word_embeddings=False,
         initializer_range=init_std,
@@ -73,7 +79,7 @@ def write_target(
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
     tokenizer: bool = True,
-    **config_knobs,
+    **config_knobs: Any,
 ) -> Path:
     """Write a random ``Qwen3ForCausalLM`` (and its tokenizer) to ``out_dir``; returns it."""
     from transformers import Qwen3ForCausalLM
@@ -82,7 +88,8 @@ def write_target(
     out.mkdir(parents=True, exist_ok=True)
     config = target_config(**config_knobs)
     torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config).to(dtype).eval()
+    # transformers wraps PreTrainedModel.to in a decorator whose typing loses `self`
+    model = Qwen3ForCausalLM(config).to(dtype).eval()  # type: ignore[arg-type]
     model.generation_config.do_sample = False
     model.save_pretrained(str(out))
     if tokenizer:

@@ -175,7 +175,7 @@ async def load_backlog(
     path: str,
     *,
     parser: MetricParser | None = None,
-    on_metrics: Callable[[Metrics], None] | None = None,
+    on_metrics: Callable[[Metrics], object] | None = None,
     recent_lines: int = 5000,
     older_lines: int = 5000,
     window_bytes: int = 128 * 1024,
@@ -225,7 +225,7 @@ class _Loader:
     """Incremental decoder of the backlog script's output."""
 
     def __init__(
-        self, path: str, parser: MetricParser, on_metrics: Callable[[Metrics], None] | None
+        self, path: str, parser: MetricParser, on_metrics: Callable[[Metrics], object] | None
     ) -> None:
         self.path = path
         self.parser = parser
@@ -235,7 +235,7 @@ class _Loader:
         self.backlog: Backlog | None = None
         self.end = 0
         self.window_start = 0
-        self.z: zlib._Decompress | None = None  # type: ignore[name-defined]
+        self.z: zlib._Decompress | None = None
         self.last_offset = -1
         self.base = 0
         self.error: str | None = None
@@ -281,8 +281,8 @@ class _Loader:
             )
             self.stage = "window-header"
         elif self.stage == "window-header":
-            _, start, _ = line.split()
-            self.window_start = _int(start)
+            _, start_word, _ = line.split()
+            self.window_start = _int(start_word)
             self.stage = "window"
         elif self.stage == "window":
             assert self.backlog is not None

@@ -11,7 +11,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from dflash_tui.core.config import Config
 from dflash_tui.core.tasks import cancel_and_wait
@@ -176,9 +176,9 @@ class Monitor:
         after `timeout_s` (its runs then show `unknown` with the reason).
         """
 
-        async def bounded(coro: object, what: str, host: HostEntry) -> None:
+        async def bounded(coro: Awaitable[None], what: str, host: HostEntry) -> None:
             try:
-                await asyncio.wait_for(coro, timeout_s)  # type: ignore[arg-type]
+                await asyncio.wait_for(coro, timeout_s)
             except asyncio.TimeoutError:
                 message = f"{what} timed out after {timeout_s:g}s"
                 if host.reachable is None:

@@ -257,13 +257,13 @@ class _Reader:
                 raise _Desync(f"data at {int(off)} while at {self.splitter.offset}")
             self.expect = (int(off), int(n))
         elif kind == b"S":
-            file_id, _, off = rest.decode().partition(" ")
-            if int(off) != self.splitter.offset:
-                raise _Desync(f"started at {off}, expected {self.splitter.offset}")
+            file_id, _, at = rest.decode().partition(" ")
+            if int(at) != self.splitter.offset:
+                raise _Desync(f"started at {at}, expected {self.splitter.offset}")
             self.file_id = file_id
             self.started = True
             t._missing = False
-            if int(off) == 0:
+            if int(at) == 0:
                 t._resume = LogPosition(file_id, 0, b"")
         elif kind == b"R":
             self._flush()
@@ -433,8 +433,9 @@ class LogTail:
                 return self._take()
             assert self._task is not None
             if self._task.done():
-                if not self._task.cancelled() and self._task.exception() is not None:
-                    raise self._task.exception()  # type: ignore[misc]
+                failed = None if self._task.cancelled() else self._task.exception()
+                if failed is not None:
+                    raise failed
                 raise StopAsyncIteration
             self._wakeup.clear()
             await self._wakeup.wait()
@@ -520,7 +521,7 @@ class LogTail:
             await asyncio.sleep(0.05 if failures == 0 else min(5.0, 0.1 * 2 ** min(failures, 6)))
 
     async def _pump(self, stream: object, reader: _Reader) -> None:
-        out = stream.stdout  # type: ignore[attr-defined]
+        out = stream.stdout  # type: ignore[attr-defined]  # an asyncssh SSHClientProcess
         buf = bytearray()
         with SilenceWatch(self.silence_s) as watch:
             self._watch = watch

@@ -54,6 +54,8 @@ def _install() -> bool:
             return None
         return original(self, pkttype, *args, **kwargs)
 
+    # Patching asyncssh's class on purpose (see the module docstring); __wrapped__ marks
+    # the original, as functools.wraps does.
     send_packet.__wrapped__ = original  # type: ignore[attr-defined]
     SSHConnection.send_packet = send_packet  # type: ignore[method-assign]
     _installed = True

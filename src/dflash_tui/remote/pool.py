@@ -694,7 +694,7 @@ def _load_identity(name: str, path: Path) -> list[asyncssh.SSHKeyPair]:
     """
     key = f"hosts.{name}.identity"
     try:
-        return asyncssh.load_keypairs([str(path)])
+        return list(asyncssh.load_keypairs([str(path)]))
     except FileNotFoundError:
         raise AuthFailed(
             name,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import posixpath
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from dflash_tui.core.units import size
 from dflash_tui.transfer.endpoints import Endpoint
@@ -32,10 +32,17 @@ HASH_CONCURRENCY = 4
 
 
 class _JobLike(Protocol):
-    file: SourceFile
-    src_path: str
-    dst_final: str
-    dst_part: str
+    @property
+    def file(self) -> SourceFile: ...
+    @property
+    def src_path(self) -> str: ...
+    @property
+    def dst_final(self) -> str: ...
+    @property
+    def dst_part(self) -> str: ...
+
+
+J = TypeVar("J", bound=_JobLike)  # the caller's own job type comes back out
 
 
 Hasher = Callable[[str], Awaitable[str]]
@@ -55,11 +62,11 @@ class DestinationCheck:
     async def run(
         self,
         tree: SourceTree,
-        jobs: Sequence[_JobLike],
+        jobs: Sequence[J],
         recorded: Mapping[str, FileRecord],
         src_hash: Hasher,
         dst_hash: Hasher,
-    ) -> list[tuple[_JobLike, str]]:
+    ) -> list[tuple[J, str]]:
         """Jobs already at the destination (with their sha256); raises on collisions."""
         paths = [p for j in jobs for p in (j.dst_final, j.dst_part)]
         paths += [self.root.join(d).path for d in tree.dirs]
@@ -69,8 +76,8 @@ class DestinationCheck:
         for d, state in zip(tree.dirs, states[2 * len(jobs) :], strict=True):
             if state.kind in ("f", "o"):
                 problems.append(f"{self._where(self.root.join(d).path)}: a file is in the way")
-        done: list[tuple[_JobLike, str]] = []
-        same_size: list[_JobLike] = []
+        done: list[tuple[J, str]] = []
+        same_size: list[J] = []
         for job, final, part in zip(jobs, finals, parts, strict=True):
             where = self._where(job.dst_final)
             if "p" in (final.kind, part.kind):
@@ -101,8 +108,8 @@ class DestinationCheck:
         return done
 
     async def _compare(
-        self, jobs: list[_JobLike], src_hash: Hasher, dst_hash: Hasher
-    ) -> list[tuple[_JobLike, str]]:
+        self, jobs: list[J], src_hash: Hasher, dst_hash: Hasher
+    ) -> list[tuple[J, str]]:
         """Same size at both ends: equal sha256 means up to date, else a collision."""
         semaphore = asyncio.Semaphore(HASH_CONCURRENCY)
 
@@ -114,7 +121,7 @@ class DestinationCheck:
             *[limited(src_hash(j.src_path)) for j in jobs],
             *[limited(dst_hash(j.dst_final)) for j in jobs],
         )
-        done: list[tuple[_JobLike, str]] = []
+        done: list[tuple[J, str]] = []
         problems = []
         for job, s, d in zip(jobs, hashes[: len(jobs)], hashes[len(jobs) :], strict=True):
             if s == d:

@@ -16,6 +16,8 @@ class TransferError(Exception):
         self.message = message
         self.kind = kind
         self.resumable = resumable
+        self.transfer_id: str | None = None  # set once it ended a recorded transfer
+        self.hint: str | None = None  # what to do next, when the failure suggests it
 
 
 class ConnectionLost(TransferError):

@@ -111,8 +111,8 @@ def record_failure(
         resumable=exc.resumable,
     )
     sink(TransferFailed(transfer_id, exc.message, exc.kind, exc.resumable, hint))
-    exc.transfer_id = transfer_id  # type: ignore[attr-defined]
-    exc.hint = hint  # type: ignore[attr-defined]
+    exc.transfer_id = transfer_id
+    exc.hint = hint
 
 
 def record_stopped(ledger: TransferLedger, transfer_id: str) -> None:

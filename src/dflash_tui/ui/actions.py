@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from dflash_tui.console.keymap import (
     ACTIONS,
@@ -60,9 +60,9 @@ __all__ = [
 # --------------------------------------------------------------------------- bindings
 
 
-def bindings(screen: str) -> list[Binding]:
+def bindings(screen: str) -> list[BindingType]:
     """Textual bindings of the actions bound on `screen` (APP: the App's), each carrying its id."""
-    out = []
+    out: list[BindingType] = []
     for a in ACTIONS:
         if screen in a.screens:
             out.append(

@@ -18,9 +18,10 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import events, on, work
 from textual.app import App, SystemCommand
@@ -60,7 +61,11 @@ from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_split, want
 from dflash_tui.ui.screens.progress import ProgressScreen
 from dflash_tui.ui.screens.relay_form import RelayForm
 from dflash_tui.ui.screens.tasks import TasksScreen
+from dflash_tui.ui.textual_private import UncaughtErrorHook, exiting
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
+
+if TYPE_CHECKING:
+    from dflash_tui.evals.discovery.targets import CheckpointRef
 
 # Each frame Textual paints renders every widget that the changed regions touch (about
 # 40 ms at 160x48 on a small VM), so all that the core pushes reaches the screen on one
@@ -72,7 +77,7 @@ NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
 
-class DflashApp(Guarded, PlotControls, App[int]):
+class DflashApp(Guarded, UncaughtErrorHook, PlotControls, App[int]):
     """The console. `session` supplies snapshots and takes intents; see the module docstring."""
 
     CSS_PATH = "app.tcss"
@@ -116,7 +121,7 @@ class DflashApp(Guarded, PlotControls, App[int]):
         self._lines_due = False
         self._views_at = -1e9  # monotonic time of the last views flush
         self._ticked_at = -1e9  # ... and of the last time ages were redrawn
-        self._unsubscribe = None
+        self._unsubscribe: Callable[[], None] | None = None
         self._stopping = False
         self._main_ready = False  # the main screen is composed (False while it recomposes)
         self._panes_of: dict[int, tuple[Screen, list[LogPane]]] = {}  # _log_panes, per screen
@@ -158,7 +163,7 @@ class DflashApp(Guarded, PlotControls, App[int]):
         """Say once what the session found it cannot do: why [notify] sends nothing
         (apprise missing: what to install; the state database unusable). The console
         runs on without it."""
-        error = getattr(self.session, "notify_error", None)
+        error = self.session.notify_error
         if error and not self._notify_warned:
             self._notify_warned = True
             self.notify(error, title="notifications are off", severity="warning", timeout=30)
@@ -197,17 +202,12 @@ class DflashApp(Guarded, PlotControls, App[int]):
 
     # ------------------------------------------------------------------ errors
 
-    def _handle_exception(self, error: Exception) -> None:
-        """What Textual calls with an exception nothing caught (a worker, a timer, a
-        widget of Textual's own): once the console is up it goes to the error desk
-        (`ui/guard.py`) and the console stays; before that, or while quitting,
-        Textual's own handling (a console that cannot start says why and exits 1)."""
-        if not self.take_error(error):
-            super()._handle_exception(error)
-
     def take_error(self, error: Exception, node: object = None, during: str = "") -> bool:
-        """Hand `error` to the error desk if the console is up; False: let it end the App."""
-        if not self._up or self._stopping or self._exit:
+        """Hand `error` to the error desk if the console is up; False: let it end the App.
+        Also what an exception nothing caught (a worker, a timer, a widget of Textual's
+        own) comes to (`UncaughtErrorHook`): before the console is up, or while quitting,
+        Textual's own handling runs (a console that cannot start says why and exits 1)."""
+        if not self._up or self._stopping or exiting(self):
             return False
         self.error_desk.take(error, node if isinstance(node, DOMNode) else None, during)
         return True
@@ -289,7 +289,7 @@ class DflashApp(Guarded, PlotControls, App[int]):
 
     def _live(self) -> bool:
         """The main screen is composed and the App is not shutting down."""
-        if not self._main_ready or self._exit or self._stopping:
+        if not self._main_ready or exiting(self) or self._stopping:
             return False
         return any(isinstance(s, MainScreen) for s in self.screen_stack)
 
@@ -443,11 +443,10 @@ class DflashApp(Guarded, PlotControls, App[int]):
         if not pane.visible_now:
             pane.mark_outdated()
             return
-        stores = getattr(self.session, "stores", None)  # sessions without stores
+        session = self.session
         pane.update_hosts(
-            self.session.hosts(), self.session.runs(), self.session.now(),
-            stores() if stores is not None else (), self.session.jobs(),
-        )  # fmt: skip
+            session.hosts(), session.runs(), session.now(), session.stores(), session.jobs()
+        )
 
     def fill_leaderboard(self) -> None:
         pane = self.main.query_one(LeaderboardPane)
@@ -462,7 +461,7 @@ class DflashApp(Guarded, PlotControls, App[int]):
             session.jobs(),
             session.now(),
             self.suite_index,
-            error=getattr(session, "evals_error", None),
+            error=session.evals_error,
             waiting={b.suite: session.auto_eval_waiting(b.suite) for b in boards},
             served=session.served(boards),
         )
@@ -623,7 +622,9 @@ class DflashApp(Guarded, PlotControls, App[int]):
     def get_key_display(self, binding: Binding) -> str:
         return actions.display_key(binding.key)
 
-    def action_quit(self) -> None:
+    # Sync on purpose: quitting never waits (Textual awaits an action only if it returns
+    # an awaitable), and bench/monkey.py wraps it as a plain function.
+    def action_quit(self) -> None:  # type: ignore[override]
         """Leave at once; whoever started the console stops the session after the
         terminal is restored (`run_console`), so quitting never waits on a host."""
         self._stopping = True
@@ -719,7 +720,7 @@ class DflashApp(Guarded, PlotControls, App[int]):
         self.start_eval(row.ref or row.checkpoint, row.checkpoint, board.suite)
 
     @work(group="eval", exit_on_error=False)
-    async def start_eval(self, target: object, name: str, suite: str) -> None:
+    async def start_eval(self, target: str | CheckpointRef, name: str, suite: str) -> None:
         job = await self.session.start_eval(target, suite)
         if job.terminal:  # refused by the preflight: the reason, nothing was copied
             self.notify(

@@ -8,8 +8,9 @@ for good. So:
 - every App, Screen and Widget class of ours mixes in `Guarded`, whose message
   dispatch hands any exception to the App instead of to Textual's loop (the widget
   keeps answering);
-- `DflashApp._handle_exception` (what Textual calls for workers, timers and the
-  widgets of Textual's own that we do not subclass) ends in the same place;
+- what Textual calls for workers, timers and the widgets of Textual's own that we
+  do not subclass (`UncaughtErrorHook` in `ui/textual_private.py`) ends in the
+  same place (`DflashApp.take_error`);
 - there `ErrorDesk.take` decides: an exception from code working on a node that
   has left the DOM (a completion for a closed form, a late worker) is a late result
   and dropped quietly; anything else is written to a traceback log under
@@ -27,7 +28,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ class ErrorDesk:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             if self.log_path.exists() and self.log_path.stat().st_size > ERROR_LOG_MAX_BYTES:
                 self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
-            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             with self.log_path.open("a", encoding="utf-8") as out:
                 out.write(f"{stamp} {text}")
         except OSError:
@@ -146,10 +147,12 @@ class Guarded:
 
     async def _dispatch_message(self, message: Message) -> None:
         try:
+            # a mixin: the Textual class that has it comes later in the MRO
             await super()._dispatch_message(message)  # type: ignore[misc]
         except asyncio.CancelledError:
             raise
         except Exception as error:
+            # `app` is the MessagePump's, later in the MRO; only DflashApp has take_error
             take = getattr(self.app, "take_error", None)  # type: ignore[attr-defined]
             if take is None or not take(error, self, type(message).__name__):
                 raise
@@ -167,10 +170,11 @@ class DismissOnce:
     _dismissed = False
 
     def dismiss(self, result: Any = None) -> AwaitComplete:
+        # a mixin for Screens: `app` and `dismiss` are Screen's, later in the MRO
         if self._dismissed or self.app.screen is not self:  # type: ignore[attr-defined]
             return AwaitComplete(asyncio.sleep(0))
         self._dismissed = True
-        return super().dismiss(result)  # type: ignore[misc]
+        return super().dismiss(result)  # type: ignore[misc]  # Screen's, as above
 
 
 def _reason(error: BaseException) -> str:

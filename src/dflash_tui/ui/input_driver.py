@@ -19,9 +19,11 @@ import os
 import selectors
 import time
 from codecs import getincrementaldecoder
+from typing import Any
 
-from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
+
+from dflash_tui.ui.textual_private import input_parser
 
 TICK_S = 0.1  # how often a pending escape sequence is checked, as Textual does
 TICK_FOR_S = 2.0  # after the last input; far longer than any escape delay
@@ -30,8 +32,8 @@ TICK_FOR_S = 2.0  # after the last input; far longer than any escape delay
 class QuietInputDriver(LinuxDriver):
     """Textual's Linux driver whose input thread blocks while there is no input."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._wake_r, self._wake_w = os.pipe()
         self.input_wakeups = 0  # times the input thread woke (tests read it)
 
@@ -59,7 +61,7 @@ class QuietInputDriver(LinuxDriver):
         selector = selectors.SelectSelector()
         selector.register(self.fileno, selectors.EVENT_READ, "input")
         selector.register(self._wake_r, selectors.EVENT_READ, "wake")
-        parser = XTermParser(self._debug)
+        parser = input_parser(self)
         decode = getincrementaldecoder("utf-8")().decode
         last_input = time.monotonic()
 

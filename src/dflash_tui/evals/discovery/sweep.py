@@ -232,7 +232,8 @@ class _Results(Protocol):
 class EvalStarter(Protocol):
     """What AutoEval needs from JobManager: its jobs, its results, and start_eval."""
 
-    results: _Results
+    @property
+    def results(self) -> _Results: ...
 
     def jobs(self, *, active_only: bool = False, limit: int | None = None) -> list[Job]: ...
 

@@ -24,11 +24,22 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import sys
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from enum import StrEnum
+from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # pragma: no cover - exercised only on 3.10
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        """3.11's enum.StrEnum: a member is its value wherever a str is wanted."""
+
+        def __str__(self) -> str:
+            return str(self.value)
 
 
 class JobState(StrEnum):
@@ -187,7 +198,7 @@ def first_reason(error: str) -> str:
     return head
 
 
-_COLUMNS = tuple(f.name for f in Job.__dataclass_fields__.values())  # type: ignore[attr-defined]
+_COLUMNS = tuple(f.name for f in fields(Job))
 
 
 def _row_to_job(row: sqlite3.Row) -> Job:

@@ -203,7 +203,8 @@ class JobManager:
     def _spawn(self, job: Job, ref: CheckpointRef | None) -> None:
         task = asyncio.get_running_loop().create_task(self._prepare(job, ref), name=f"job:{job.id}")
         self._tasks[job.id] = task
-        task.add_done_callback(lambda _t, i=job.id: self._tasks.pop(i, None))
+        job_id = job.id
+        task.add_done_callback(lambda _t: self._tasks.pop(job_id, None))
 
     async def launch(
         self,

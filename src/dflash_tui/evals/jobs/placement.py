@@ -131,7 +131,7 @@ async def place_checkpoint(
     ref: CheckpointRef,
     host: str,
     *,
-    on_relay_start: Callable[[], None] | None = None,
+    on_relay_start: Callable[[], object] | None = None,
     on_event: Callable[[TransferEvent], None] | None = None,
     options: RelayOptions | None = None,
 ) -> Placement:

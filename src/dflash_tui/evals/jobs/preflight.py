@@ -175,7 +175,9 @@ async def _dflash_cache_facts(
     hidden = manifest.get("hidden_size")
     samples = manifest.get("samples")
     first = samples[0] if isinstance(samples, list) and samples else None
-    sample_file = first.get("file") if isinstance(first, dict) else None
+    if not isinstance(first, dict):
+        first = {}
+    sample_file = first.get("file")
     target = suite.target or manifest.get("target")
     jobs: list[Any] = []
     if isinstance(sample_file, str):

@@ -444,9 +444,12 @@ def scancel_argv(job_ids: Iterable[str]) -> list[str]:
 
 
 class _Result(Protocol):
-    exit_status: int | None
-    stdout: str
-    stderr: str
+    @property
+    def exit_status(self) -> int | None: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
 
 
 class Runner(Protocol):
@@ -544,8 +547,8 @@ class SlurmClient:
                     found[job_id] = state
             gone = [i for i in ids if i not in found]
         for job_id in gone:
-            state = await self._scontrol(job_id)
-            found[job_id] = state or SlurmState(
+            known = await self._scontrol(job_id)
+            found[job_id] = known or SlurmState(
                 job_id,
                 UNKNOWN,
                 reason="no longer known to Slurm" + ("" if self.accounting else " (no accounting)"),

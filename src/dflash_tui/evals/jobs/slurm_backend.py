@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from dflash_tui.core.config import SlurmConfig
 from dflash_tui.evals.jobs.backends import (
@@ -114,7 +115,7 @@ def status_from(state: SlurmState, files: RemoteStatus | None, job_id: str) -> R
     if files is not None and not files.exists:
         return files
     base = files or RemoteStatus(job_id, exists=True)
-    common = {
+    common: dict[str, Any] = {
         "job_id": job_id,
         "exists": True,
         "has_results": base.has_results,
@@ -123,8 +124,8 @@ def status_from(state: SlurmState, files: RemoteStatus | None, job_id: str) -> R
         "log_bytes": base.log_bytes,
     }
     if state.queued:
-        note = f"{PENDING_NOTE} ({state.reason})" if state.reason else PENDING_NOTE
-        return RemoteStatus(**common, queued=True, note=note)
+        pending = f"{PENDING_NOTE} ({state.reason})" if state.reason else PENDING_NOTE
+        return RemoteStatus(**common, queued=True, note=pending)
     if state.running:
         return RemoteStatus(**common, alive=True)
     cancelled = base.cancelled or state.state == "CANCELLED"
@@ -340,7 +341,9 @@ class SlurmBackend:
             states = await self.client(host).states(ids) if ids else {}
         except SlurmError as exc:
             raise CommandFailed(host, "squeue", None, str(exc)) from None
-        dirs = {j.remote_dir: (j.id, None) for j in jobs if j.remote_dir}
+        dirs: dict[str, tuple[str, str | None]] = {
+            j.remote_dir: (j.id, None) for j in jobs if j.remote_dir
+        }
         result = await self.pool.run(
             host,
             shell_script(POLL_SCRIPT, *dirs),

@@ -323,10 +323,9 @@ def build_leaderboard(
             latest[at] = r
     groups = S.ordered(g for _, g in latest)
     baseline, source = choose_baseline(config, store, suite)
-    base_by_group = {
-        g: _scalars(latest[(baseline, g)].metrics) for g in groups if (baseline, g) in latest
-    }
-    base_result = next((latest[(baseline, g)] for g in groups if (baseline, g) in latest), None)
+    of_baseline = {g: r for (c, g), r in latest.items() if c == baseline}
+    base_by_group = {g: _scalars(of_baseline[g].metrics) for g in groups if g in of_baseline}
+    base_result = next((of_baseline[g] for g in groups if g in of_baseline), None)
     refs = {c.name: c for c in [*configured_checkpoints(config), *extra]}
     rows: list[Row] = []
     for (name, group), r in latest.items():

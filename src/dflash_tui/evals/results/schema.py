@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 SCHEMA = "dflash-eval/1"
 REQUIRED_METRICS = ("acc", "streak_top1", "tau_top1")
@@ -63,7 +63,7 @@ class EvalResults:
     greedy: Mapping[str, Any] | None = None  # None: written before tau_greedy existed
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -132,7 +132,7 @@ def _check_metrics(
         _check_ratio(f"{where}.tau_greedy", greedy, generated, blocks, reasons)
 
 
-def _is_count(value: Any) -> bool:
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -263,7 +263,7 @@ def validate_results(doc: Any, where: str = "eval_results.json") -> EvalResults:
         checkpoint_path=path,
         config_sha256=config_sha,
         block_size=block_size,
-        n_anchors=int(n_anchors),  # type: ignore[arg-type]
+        n_anchors=int(n_anchors),  # type: ignore[arg-type]  # checked a count above
         device=device,
         elapsed_s=float(elapsed) if elapsed is not None else None,
         metrics=metrics,

@@ -40,7 +40,7 @@ def masked_crc() -> Callable[[bytes], int]:
         raise MissingExtra(
             f"reading TensorBoard event files needs tensorboardX: {INSTALL_HINT}"
         ) from None
-    return masked_crc32c  # type: ignore[no-any-return]  # untyped package
+    return masked_crc32c
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+def _write_atomic(path: Path, write: Callable[[Path], object]) -> None:
     """``write(tmp)`` then rename over ``path``: the final name never holds a partial file."""
     tmp = path.with_name(path.name + ".part")
     try:
@@ -148,7 +148,8 @@ class Target:
             raise InputError(
                 f"--target {directory}: cannot load it as a causal LM ({exc})"
             ) from None
-        self.model = model.to(device).eval()
+        # transformers wraps PreTrainedModel.to in a decorator whose typing loses `self`
+        self.model = model.to(device).eval()  # type: ignore[arg-type]
         self.device = device
         self.dtype = dtype
         self.num_layers = int(model.config.num_hidden_layers)

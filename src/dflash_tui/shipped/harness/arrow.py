@@ -185,7 +185,9 @@ def _view(data: memoryview, start: int, dtype: torch.dtype, count: int) -> torch
     return torch.frombuffer(data, dtype=dtype, count=count, offset=start)
 
 
-def _chunk(path: Path, field: _Field, nodes: list, buffers: list, data: memoryview, body: int):
+def _chunk(
+    path: Path, field: _Field, nodes: list, buffers: list, data: memoryview, body: int
+) -> _Chunk:
     (rows, nulls), (n_values, _) = nodes[0], nodes[1]
     if nulls:
         raise InputError(f"{path}: column {field.name!r} has null rows")

@@ -116,7 +116,8 @@ def config_causality(raw: dict[str, Any]) -> tuple[bool | None, str | None, list
     Keys that disagree, or that are not booleans, are problems: the run cannot
     know which one the drafter was trained with.
     """
-    nested = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
+    found_nested = raw.get("dflash_config")
+    nested: dict[str, Any] = found_nested if isinstance(found_nested, dict) else {}
     found: list[tuple[str, Any]] = []
     for key, table, name in (
         ("is_causal", raw, "is_causal"),

@@ -144,6 +144,7 @@ class TargetHead:
                     f"cache target head {manifest.head_file}: missing tensor(s) {', '.join(missing)}",
                     hint=f"it must hold embed_tokens [V, H] and lm_head [V, H]; found {sorted(keys)[:6]}",
                 )
+            assert embed is not None and lm_head is not None  # else raised above
             self._embed, self._lm_head = (tf, embed), (tf, lm_head)
         self.shapes = {
             "embed_tokens": self._shape(self._embed),
@@ -178,6 +179,7 @@ class TargetHead:
                 hint='point --target (or the cache\'s "target") at the target model directory, or '
                 "write target_head.safetensors with embed_tokens and lm_head",
             )
+        assert embed is not None and lm_head is not None  # else raised above
         self._embed, self._lm_head = (files, embed), (files, lm_head)
 
     @staticmethod

@@ -249,6 +249,7 @@ class Runner:
         ids = [self.samples[a.sample].input_ids for a in batch]
         anchors = torch.tensor([a.position for a in batch], dtype=torch.long)
         which = torch.tensor([slot[a.sample] for a in batch], dtype=torch.long)
+        # every sample's input_ids is loaded (Sample.input_ids is None only before that)
         tokens = torch.stack([t[a.position] for t, a in zip(ids, batch, strict=True)])  # type: ignore[index]
         rows = [t[a.position + 1 : a.position + b] for t, a in zip(ids, batch, strict=True)]  # type: ignore[index]
         # near a sample's end (greedy walk only) fewer labels exist: pad, the ranks are cut
@@ -511,6 +512,7 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
     if note:
         emit({"event": "note", "message": note})
     runner = Runner.from_inputs(inputs, device, dtype, width, attention)
+    # every sample's loss_mask is loaded (Sample.loss_mask is None only before that)
     walks = GreedyWalks([s.loss_mask for s in inputs.samples], budgets)  # type: ignore[misc]
     if walks.single_runs > walks.runs:
         emit(

@@ -16,6 +16,7 @@ import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..common.errors import InputError
 
@@ -126,6 +127,7 @@ def draft_length(drafter: Path) -> int | None:
         return None
     if not isinstance(doc, dict):
         return None
-    inner = doc.get("dflash_config") if isinstance(doc.get("dflash_config"), dict) else {}
+    found = doc.get("dflash_config")
+    inner: dict[str, Any] = found if isinstance(found, dict) else {}
     block = doc.get("block_size", inner.get("block_size"))
     return block - 1 if isinstance(block, int) and block > 1 else None

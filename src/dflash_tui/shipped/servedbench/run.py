@@ -121,6 +121,7 @@ class Phase:
 
     def request(self, prompt: Prompt) -> dict[str, Any]:
         """One greedy completion of `prompt`: its output tokens and the engine's own counts."""
+        doc: dict[str, Any]
         if self.opts.engine == "sglang":
             url, doc = (
                 f"{self.engine.url}/generate",

@@ -77,7 +77,7 @@ class RangeScripts:
         """
         if job.src_hash is None:
             job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
-            self._tasks.append(job.src_hash)  # type: ignore[arg-type]
+            self._tasks.append(job.src_hash)
         if job.dst_hasher is None and job.file.size > 0:
             job.dst_hasher = await PrefixHasher(self.dst_side, job.dst_part).start()
             await job.dst_hasher.advance(complete_prefix(job.ranges, job.written))

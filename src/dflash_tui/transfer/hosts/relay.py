@@ -259,6 +259,7 @@ class HostRelay(StreamPath, RangeScripts):
         streamed = SourceTree(tree.is_dir, tree.dirs, self._streamed(tree.files))
         if self._procs_ok(streamed) and not self._procs:
             count = worker_count(self._split_pieces(streamed), self.options.streams)
+            assert self.src.host is not None and self.dst.host is not None  # _procs_ok
             self._procs = [
                 asyncio.ensure_future(ProcWorker(self.pool, self.src.host, self.dst.host).start())
                 for _ in range(count)
@@ -322,7 +323,7 @@ class HostRelay(StreamPath, RangeScripts):
         up_to_date, space_error = await asyncio.gather(check, space)
         trace.mark("checked")
         for job, sha in up_to_date:
-            self._skip(job, sha)  # type: ignore[arg-type]  # the jobs given to the check
+            self._skip(job, sha)
         pending = [j for j in self.jobs if not j.done]
         for job in pending:
             f = job.file

@@ -139,7 +139,9 @@ class SftpMover:
                     sftp.keep_if_lost(writer)
                     where = f"{self.dst.label}:{f.dst_final}"
                     raise sftp.error_for(where, writer, "writing") from None
-                raise reader if isinstance(reader, BaseException) else writer  # type: ignore[misc]
+                failed = reader if isinstance(reader, BaseException) else writer
+                assert isinstance(failed, BaseException)  # one of the two failed, above
+                raise failed
             pos = 0
             try:
                 while pos < f.size:

@@ -184,8 +184,8 @@ async def _pump(
         failed = files[min(len(lines), len(files) - 1)].dst_part.removesuffix(PART)
         raise await _failure(dst, writer, dst_err, "writing", status=status, path=failed)
     outcomes: list[SmallOutcome | None] = []
-    for f, sha, line in zip(files, hashes, lines, strict=True):
-        state, _, rest = line.partition(" ")
+    for f, sha, answer in zip(files, hashes, lines, strict=True):
+        state, _, rest = answer.partition(" ")
         if state == "skip":
             outcomes.append(None)
             continue
@@ -194,7 +194,7 @@ async def _pump(
             what = "is a directory" if rest == "dir" else "appeared during the transfer"
             raise TransferError(f"{dst.label}: name collision: {final} {what}", kind="collision")
         if state not in ("ok", "bad"):
-            raise TransferError(f"{dst.label}: unexpected answer {line[:80]!r}")
+            raise TransferError(f"{dst.label}: unexpected answer {answer[:80]!r}")
         outcomes.append(SmallOutcome(state, sha, rest))
     return outcomes
 

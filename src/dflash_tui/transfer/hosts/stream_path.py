@@ -170,7 +170,7 @@ class StreamPath:
             job.split = True
             # Hashed whole apart from the streams: the source at once, beside them.
             job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
-            self._tasks.append(job.src_hash)  # type: ignore[arg-type]
+            self._tasks.append(job.src_hash)
         pieces = [
             Piece(job, job.src_path, job.dst_part, a, b, job.file.size, whole, job.local_fd)
             for a, b in runs
@@ -224,7 +224,7 @@ class StreamPath:
                 job.hash_want = prefix
                 if job.hash_pump is None or job.hash_pump.done():
                     job.hash_pump = asyncio.ensure_future(self._pump_hash(job))
-                    self._tasks.append(job.hash_pump)  # type: ignore[arg-type]
+                    self._tasks.append(job.hash_pump)
 
     async def _pump_hash(self, job: RelayFile) -> None:
         hasher = job.dst_hasher

@@ -22,7 +22,7 @@ import json
 import os
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.plan import describe_failure
@@ -125,6 +125,7 @@ class StreamWorker:
             if isinstance(got, BaseException):
                 await self.close()
                 raise got
+        # both entered: an exception among them was raised just above
         self._streams = (entered[0], entered[1])  # type: ignore[assignment]
         return self
 
@@ -295,18 +296,24 @@ class StreamWorker:
                 if not wait:
                     break
                 done = asyncio.ensure_future(piece.complete.wait())
-                await asyncio.wait({done, replies}, return_when=asyncio.FIRST_COMPLETED)
+                either: set[asyncio.Future[Any]] = {done, replies}
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
                 if not done.done():
                     done.cancel()
-                    if replies.exception() is not None:
-                        raise replies.exception()  # type: ignore[misc]
+                    failed = replies.exception()
+                    if failed is not None:
+                        raise failed
                     raise await self._writer_failure(writer, dst_err, piece)
             self.checked += 1
             rename = await self.hooks.verified(piece) if piece.dst_sha else None
             if rename is not None:
                 self.renames.append(piece)
-                request = {"f": rename.final, "p": rename.part, "m": f"{rename.mode:o}"}
-                request |= {"force": rename.force}
+                request = {
+                    "f": rename.final,
+                    "p": rename.part,
+                    "m": f"{rename.mode:o}",
+                    "force": rename.force,
+                }
                 lines.append(json.dumps(request) + "\n")
         if lines:
             try:

@@ -14,6 +14,7 @@ the bucket/key, never from request details.
 from __future__ import annotations
 
 import asyncio
+import builtins  # `list` is also a method of S3Store: its annotations name the type here
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable
@@ -306,9 +307,9 @@ class S3Store:
         parts = [chunk async for chunk in self.read_range(key, offset, length)]
         return b"".join(parts)
 
-    async def pending_uploads(self, prefix: str) -> list[dict[str, Any]]:
+    async def pending_uploads(self, prefix: str) -> builtins.list[dict[str, Any]]:
         """Multipart uploads started under `prefix` and neither completed nor aborted."""
-        found: list[dict[str, Any]] = []
+        found: builtins.list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {"Prefix": prefix}
         while True:
             out = await self.call("list_multipart_uploads", **kwargs)

@@ -85,6 +85,7 @@ class Download(StoreTransfer):
         if first:
             await self.client.check_bucket()
         tree, objects = await self._walk()
+        # an S3 source Endpoint stands where resolve_destination names a host's one
         root = await resolve_destination(self.side, self.src, self.dst, tree.is_dir)  # type: ignore[arg-type]
         self.dst_label = str(root)
         jobs = []

@@ -13,7 +13,7 @@ a flag, not a repaint or a query.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events
@@ -54,6 +54,10 @@ class PaneMixin(Guarded):
     stale: bool = True  # a draw is owed
     outdated: bool = True  # the data itself is owed (nothing stored yet, or skipped)
     draws: int = 0  # how often `draw` ran (tests read it)
+
+    if TYPE_CHECKING:  # every pane is a Widget as well
+
+        def post_message(self, message: Message) -> bool: ...
 
     @property
     def visible_now(self) -> bool:

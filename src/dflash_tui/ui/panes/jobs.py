@@ -218,7 +218,7 @@ class JobsPane(PaneMixin, VerticalScroll):
             age = self._now - (job.finished_at or job.started_at or job.created_at)
             if job.awaiting_collection:
                 detail += " (collecting)"
-            cells = (
+            cells: tuple[Text, ...] = (
                 Text(job.id),
                 Text(state, style=style),
                 Text(fmt.clip(job.checkpoint, 28)),

@@ -18,21 +18,17 @@ pane's width changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Self
 
 from rich.cells import cell_len, chop_cells
-from rich.style import Style
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.geometry import Region
 from textual.message import Message
-from textual.strip import Strip
 from textual.widgets import Input, Log, Static
 
 from dflash_tui.monitor.views import LogLine
-from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
+from dflash_tui.ui.textual_private import CachedLog
 
 MAX_LINES = 1000  # the monitor keeps 1000 recent lines per run; a full Log never re-lays the screen
 MAX_ROWS = 3 * MAX_LINES  # rows the Log keeps: wrapped lines take several
@@ -60,98 +56,9 @@ def wrap_line(text: str, width: int) -> list[str]:
     return rows[:1] + [WRAP_INDENT + row for row in rows[1:]]
 
 
-class LogLines(Guarded, Log):
-    """Textual's Log that renders each line once, however often it scrolls.
-
-    Every frame in which the log moves by its new lines repaints its whole
-    region, and Textual then builds every visible row again: the line's text,
-    its crop to the view, its selection offsets, then the widget's styles
-    (several Strips a row). Here a row is kept, finished, under the line it
-    shows (counted from the first line ever written, so pruning the oldest
-    lines does not shift it) and the view it was cut for; a frame builds only
-    the rows of new lines. While text is selected, Log's own path runs.
-
-    Log also measures new lines in a thread worker on every write (a Worker, a
-    task, a hop to the executor and back), which costs more than measuring a
-    few lines: here they are measured in place.
-    """
-
-    ROWS_KEPT = 512
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._pruned = 0  # lines dropped from the start since the last clear
-        self._rows: dict[tuple[Any, ...], Strip] = {}
-
-    def _update_size(self, updates: int, lines: list[str]) -> None:  # Log's worker
-        if lines:
-            width = max(cell_len(self._process_line(line)) for line in lines)
-            self._update_maximum_width(updates, width)
-
-    def _prune_max_lines(self) -> None:
-        """Drop the oldest lines past `max_lines`. Log re-keys its whole cache of line
-        strips (a thousand entries: a tenth of a busy console's CPU, on every append
-        once the log is full); here the cache is only cleared, since the rows on
-        screen are kept under their line's number in `_rows` and pruning moves none."""
-        if self.max_lines is None:
-            return
-        remove = len(self._lines) - self.max_lines
-        if remove > 0:
-            self._pruned += remove
-            self._render_line_cache.clear()
-            del self._lines[:remove]
-
-    def clear(self) -> Self:
-        self._rows.clear()
-        self._pruned = 0
-        return super().clear()
-
-    def notify_style_update(self) -> None:
-        self._rows.clear()
-        super().notify_style_update()
-
-    def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
-        if self.text_selection is not None:
-            return super()._render_line_strip(y, rich_style)  # selection: Log's own path
-        strip = self._render_line_cache.get(y)
-        if strip is None:
-            # Log drops its cache on writes to that line, on pruning (re-keyed), on
-            # clear and on style changes, so a kept strip is never stale.
-            strip = super()._render_line_strip(y, rich_style)
-            self._render_line_cache[y] = strip
-        return strip
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        if self.text_selection is not None:
-            return super().render_lines(crop)
-        scroll_x, scroll_y = self.scroll_offset
-        # Everything the finished row depends on besides its line: the view, the
-        # widget's colours (focus, theme) and the app's filters (a modal dims).
-        view = (
-            scroll_x,
-            crop.x,
-            crop.width,
-            self.size,
-            self.rich_style,
-            self.background_colors,
-            tuple(id(f) for f in self.get_line_filters()),
-        )
-        rows, lines, first = self._rows, len(self._lines), self._pruned + scroll_y
-        strips = []
-        for y in crop.line_range:
-            # A row below the last line is blank whichever line it would show.
-            key = (first + y, view) if scroll_y + y < lines else (None, y, view)
-            strip = rows.get(key)
-            if strip is None:
-                # Built afresh: Textual's own row cache may hold what this row showed
-                # before the lines moved under it.
-                self._styles_cache.set_dirty(Region(0, y, 1, 1))
-                strip = super().render_lines(Region(crop.x, y, crop.width, 1))[0]
-                if len(rows) >= self.ROWS_KEPT:
-                    rows.clear()
-                rows[key] = strip
-            strips.append(strip)
-        return strips
+class LogLines(CachedLog):
+    """The log pane's lines: Textual's Log that renders each line once
+    (`ui/textual_private.py`)."""
 
 
 class LogPane(PaneMixin, Vertical):
@@ -365,7 +272,7 @@ class LogPane(PaneMixin, Vertical):
         self.close_filter()
         self.post_message(self.FilterSubmitted(event.value.strip() or None))
 
-    def on_key(self, event) -> None:  # type: ignore[no-untyped-def]
+    def on_key(self, event: events.Key) -> None:
         if event.key == "escape" and self.query_one("#log-filter", Input).has_class("-open"):
             event.stop()
             self.close_filter()

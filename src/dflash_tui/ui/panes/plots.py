@@ -259,7 +259,7 @@ class PlotsPane(PaneMixin, Vertical):
         per-position accuracies (in the tokens/s chart's place without room for four)."""
         runs = self._runs()
         if runs:
-            base = CHARTS
+            base: tuple[Chart, ...] = CHARTS
             positions = any(r.positions for r in runs)
         else:
             base = charts_for(self._series)

@@ -320,9 +320,9 @@ class RunsTable(PaneMixin, ScrollView, can_focus=True):
             return shown[1]
         strip = self._strip(name)
         if cursor:
-            style = "runs--cursor" if self.has_focus else "runs--cursor-blurred"
+            component = "runs--cursor" if self.has_focus else "runs--cursor-blurred"
             strip = strip.extend_cell_length(self.table_width)
-            strip = strip.apply_style(self.get_component_rich_style(style, partial=True))
+            strip = strip.apply_style(self.get_component_rich_style(component, partial=True))
         strip = strip.crop_extend(scroll_x, scroll_x + width, base).apply_style(base)
         self._shown[name] = (key, strip)
         return strip

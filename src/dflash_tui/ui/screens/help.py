@@ -131,7 +131,7 @@ class HelpScreen(DismissOnce, Guarded, ModalScreen[None]):
         else:
             self.scroller.scroll_page_up(animate=False)
 
-    def action_scroll_end(self, bottom: int) -> None:
+    def action_scroll_end(self, bottom: int = 1) -> None:
         scroller = self.scroller
         if bottom:
             scroller.scroll_end(animate=False)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
@@ -30,6 +31,7 @@ from dflash_tui.ui.panes.leaderboard import LeaderboardPane
 from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.plots import PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable
+from dflash_tui.ui.textual_private import being_removed
 
 PANE_ORDER = ("runs", "log", "plots", "hosts", "leaderboard", "jobs")
 TAB_TITLES = {
@@ -121,11 +123,15 @@ class MainScreen(Guarded, Screen[None]):
         refilled in full afterwards), which a screen resuming may meet (the monkey did).
         A pane is skipped until its own children are mounted (`is_mounted` comes after
         its compose) and once its removal has begun (Textual marks the whole subtree
-        `_pruning` at once, then removes the children first): either way its parts are
+        removed at once, then removes the children first): either way its parts are
         not all there to draw into (the monkey met `#log-title` missing, under load)."""
         for name in PANE_ORDER:
             for widget in self.query(f"#{name}"):
-                if isinstance(widget, PaneMixin) and widget.is_mounted and not widget._pruning:
+                if (
+                    isinstance(widget, PaneMixin)
+                    and widget.is_mounted
+                    and not being_removed(widget)
+                ):
                     yield widget
 
     def tab_of(self, name: str) -> str | None:
@@ -133,11 +139,11 @@ class MainScreen(Guarded, Screen[None]):
 
     def pane_of(self, widget: Widget | None) -> str | None:
         """The pane `widget` is in (None when it is in none, e.g. the tab bar)."""
-        node = widget
+        node: DOMNode | None = widget
         while node is not None and node is not self:
             if isinstance(node, PaneMixin) and node.pane_name:
                 return node.pane_name
-            node = node.parent  # type: ignore[assignment]
+            node = node.parent
         return None
 
     def focus_target(self, name: str) -> Widget:

@@ -133,7 +133,9 @@ class RelayForm(DismissOnce, Guarded, ModalScreen[tuple[str, str] | None]):
             await self._complete(field, value)  # before it ran leaves no coroutine behind
 
         self.run_worker(
-            complete,
+            # Textual's overloads infer the result type of a no-argument coroutine
+            # function as Never, which a coroutine returning None does not match
+            complete,  # type: ignore[arg-type]
             group=f"complete-{field}",
             exclusive=True,
             exit_on_error=False,

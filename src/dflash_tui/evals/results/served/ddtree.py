@@ -149,7 +149,8 @@ def read(data: bytes, path: Path, *, task: str | None = None) -> ServedReport:
         raise ServedFormatError(path, "'responses' is empty: the benchmark saved no prompts")
     if not all(isinstance(r, dict) for r in responses):
         raise ServedFormatError(path, "'responses' must be a list of dicts (method -> result)")
-    args = doc.get("args") if isinstance(doc.get("args"), dict) else {}
+    found_args = doc.get("args")
+    args: dict[str, Any] = found_args if isinstance(found_args, dict) else {}
     block_size = doc.get("block_size")
     dataset = args.get("dataset") if isinstance(args.get("dataset"), str) else None
     name = dataset or task or path.stem

@@ -125,7 +125,7 @@ def read(data: bytes, path: Path, *, task: str | None = None) -> ServedReport:
         raise ServedFormatError(
             path, "no speculative config in it (only steps-0 baselines, or no benchmark at all)"
         )
-    notes = ()
+    notes: tuple[str, ...] = ()
     if unknown:
         names = ", ".join(dict.fromkeys(unknown))
         notes = (

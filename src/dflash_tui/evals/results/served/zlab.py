@@ -164,7 +164,7 @@ def read(data: bytes, path: Path, *, task: str | None = None) -> ServedReport:
             k: _number(server.get(k, ""))
             for k in ("num_prompts", "output_tokens", "spec_verify_ct")
         }
-        details = {k: int(v) for k, v in counts.items() if v is not None}
+        details: dict[str, Any] = {k: int(v) for k, v in counts.items() if v is not None}
         if server.get("latency_s") is not None:
             details["latency_s"] = _number(server["latency_s"])
         tau = _number(server["tau"]) if "tau" in server else None
