@@ -1,4 +1,4 @@
-"""The operator's campaign on a jump-host topology, command by command (issue 22's table).
+"""The operator's campaign on a jump-host topology, command by command.
 
 `train` (commands run in "container 200" through a `pct exec 200 --` shim) and
 `eval` are OpenSSH hosts in network namespaces that reach only this machine. The

@@ -4,7 +4,7 @@ relay form must work in.
 `train` and `eval` are OpenSSH hosts in two network namespaces that reach only
 this machine (the jump host), as in `bench/relay.py --netns`. Commands on `train`
 run inside "container 200" through a `pct exec 200 --` shim (the Proxmox layout
-of DESIGN's hosts). The train container holds checkpoints to complete and relay.
+of the hosts in docs/design.md "hosts.toml"). The train container holds checkpoints to complete and relay.
 It writes the config, prints the console's command line, and keeps the hosts up
 until Ctrl-C (or SIGTERM).
 

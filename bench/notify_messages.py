@@ -1,4 +1,4 @@
-"""The messages an operator's phone gets, from real events on the demo cluster (issue 25).
+"""The messages an operator's phone gets, from real events on the demo cluster.
 
 Starts the demo cluster with every host served by OpenSSH's sshd, a webhook receiver
 on loopback as the only `[notify]` target (apprise's `json://`), and `dflash-tui

@@ -1,4 +1,4 @@
-"""A real vLLM server with a DFlash drafter on this CPU machine (issue 23 item 4).
+"""A real vLLM server with a DFlash drafter on this CPU machine.
 
 Builds, offline, a tiny random Qwen3 target (transformers ``Qwen3ForCausalLM``
 plus a WordLevel tokenizer trained on a few strings) and a tiny DFlash drafter

@@ -1,4 +1,4 @@
-"""vLLM's served acceptance length against the harness's ``tau_greedy`` (issue 23).
+"""vLLM's served acceptance length against the harness's ``tau_greedy``.
 
 Same tiny target, same drafter weights, same prompts (as token ids, so no
 tokenisation can differ), same length:

@@ -1,4 +1,4 @@
-"""hosts.toml loading: the DESIGN example loads, and every bad input names file, line and key."""
+"""hosts.toml loading: the example config loads, and every bad input names file, line and key."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every command follows one rule: 1 when an operation or a host failed, 2 when the user's
-input or config is wrong (DESIGN §2). Walked command by command, with a host down (a
+input or config is wrong (docs/design.md "The command line and exit codes"). Walked command by command, with a host down (a
 real sshd entry whose port is closed: connection refused) and with names that do not exist.
 """
 

@@ -1,4 +1,4 @@
-"""No module of the package imports itself back through others (issue 24's cycle check).
+"""No module of the package imports itself back through others.
 
 A cycle hides which module depends on which and makes a lazy import inside a
 function the only way to load either; imports under TYPE_CHECKING do not run

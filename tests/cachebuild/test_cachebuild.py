@@ -1,4 +1,4 @@
-"""The cache builder (DESIGN §4.10) against a fresh transformers forward and generate()."""
+"""The cache builder (docs/evals.md "Building a cache") against a fresh transformers forward and generate()."""
 
 from __future__ import annotations
 
@@ -211,7 +211,7 @@ def test_a_build_stopped_by_sigterm_leaves_whole_files_and_resumes(
         tmp_path / "p.jsonl", [{"name": f"s{i}", "input_ids": [3 + i, 4, 5]} for i in range(3)]
     )
     args = build_args(tiny_target, tmp_path / "cache", prompts, **{"--max-new-tokens": "100"})
-    proc = subprocess.Popen(  # by the command DESIGN §4.10 names (evals/cachebuild/__main__.py)
+    proc = subprocess.Popen(  # by its command (docs/evals.md "Building a cache"; evals/cachebuild/__main__.py)
         [sys.executable, "-m", "dflash_tui.evals.cachebuild", *args, "--device", "cpu"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

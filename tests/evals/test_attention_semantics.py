@@ -1,6 +1,6 @@
 """Results of different sliding-layer semantics are never ranked, plotted or calibrated together.
 
-DESIGN §4.4: a result's `attention` says what its drafter's sliding layers saw;
+docs/design.md "The block forward": a result's `attention` says what its drafter's sliding layers saw;
 a result without it was written when the harness made them causal.
 """
 

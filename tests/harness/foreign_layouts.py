@@ -1,6 +1,6 @@
 """Write a dflash-cache/1 cache's samples again in the layouts other projects write.
 
-Each writer follows the project's own writer (read with the search tools; DESIGN §4.3):
+Each writer follows the project's own writer (read with the search tools; docs/evals.md "Caches"):
 
 * SpecForge ``scripts/prepare_hidden_states.py``: ``rows_<g>-<g+2000>/data_<i>.ckpt``
   (``.ckpt.gz`` with ``--compress``: ``gzip.open(path, "wb", compresslevel=6)`` around

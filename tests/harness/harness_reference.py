@@ -1,7 +1,7 @@
 """A deliberately plain reference for the harness: one anchor at a time, loops, float64.
 
 It shares no code with the harness's forward or metrics: attention is written
-per head and per query position with the visibility rules of DESIGN §4.4
+per head and per query position with the visibility rules of docs/design.md "The block forward"
 spelled out as ``if`` statements, RoPE rotates explicit pairs, ranks come from
 sorting the vocabulary, and the DDTree is built with token-keyed child maps
 the way the paper's code does. Slow on purpose; tiny checkpoints only.
@@ -104,7 +104,7 @@ def layer_is_causal(raw: dict, layer_type: str, sliding: str) -> bool:
 def may_attend(
     qpos: int, kpos: int, anchor: int, in_block: bool, causal: bool, window: int | None
 ) -> bool:
-    """DESIGN §4.4's visibility rules, one ``if`` per rule (window None: no window)."""
+    """The visibility rules of docs/design.md "The block forward", one ``if`` per rule (window None: no window)."""
     if not in_block and kpos >= anchor:
         return False  # context: strictly before the anchor
     if in_block and causal and kpos > qpos:

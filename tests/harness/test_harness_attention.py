@@ -1,6 +1,6 @@
 """Sliding-layer semantics: masks written out by hand, the config's precedence, the record.
 
-DESIGN §4.4: ``bidirectional`` (default) lets a query see every key within
+docs/design.md "The block forward": ``bidirectional`` (default) lets a query see every key within
 ``|q - k| < sliding_window``; ``causal`` only keys at or before it; a drafter
 config's own ``is_causal`` / ``dflash_config.causal`` decides for every layer.
 """
@@ -219,7 +219,7 @@ def test_a_config_that_says_causal_matches_the_reference_on_every_layer(pairs, t
 
 def test_use_sliding_window_false_makes_sliding_layers_full():
     """transformers' Qwen3Config keeps sliding_window only when use_sliding_window is true,
-    so z-lab's model runs those layers with full attention (DESIGN §4.4)."""
+    so z-lab's model runs those layers with full attention (docs/design.md "The block forward")."""
     cfg = parse_config({**RAW, "use_sliding_window": False}, "config.json")
     assert cfg.layer_types == ("full_attention", "full_attention")
     assert (cfg.sliding_window, cfg.windowless_layers) == (None, 1)

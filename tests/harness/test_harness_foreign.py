@@ -1,4 +1,4 @@
-"""SpecForge and speculators caches, read as those projects write them (DESIGN §4.3).
+"""SpecForge and speculators caches, read as those projects write them (docs/evals.md "Caches").
 
 Every foreign cache here holds the very samples of a dflash-cache/1 fixture, so
 the harness must report the same metrics on it, to the last bit; the target
@@ -134,7 +134,7 @@ def test_specforge_multi_turn_sample_walks_each_run_on_the_caches_labels(
 ):
     """Two assistant turns in one sample: each run of loss_mask is a decoding walk of its own,
     ending where its turn ends; SpecForge labels are dataset responses, not known to be the
-    target's greedy output, and the results say so (DESIGN §4.5)."""
+    target's greedy output, and the results say so (docs/evals.md "Metrics")."""
     samples = [dict(s) for s in world["samples"]]
     length = samples[0]["loss_mask"].numel()
     mask = torch.zeros(length, dtype=samples[0]["loss_mask"].dtype)

@@ -1,4 +1,4 @@
-"""tau_greedy: the greedy decoding path the cache fixes (DESIGN §4.5), by hand and end to end.
+"""tau_greedy: the greedy decoding path the cache fixes (docs/evals.md "Metrics"), by hand and end to end.
 
 The walk on paper first (runs, truncation at the end, DDTree walks parting from
 the top-1 one), then the harness's results against the same walk redone here

@@ -1,4 +1,4 @@
-"""Metrics on small tables whose answers are worked out by hand (DESIGN §4.5)."""
+"""Metrics on small tables whose answers are worked out by hand (docs/evals.md "Metrics")."""
 
 from __future__ import annotations
 

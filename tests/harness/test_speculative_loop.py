@@ -23,7 +23,7 @@ Four drafters: one with full attention; and one set of weights under a config
 with one ``sliding_attention`` layer whose window is shorter than the block,
 scored and decoded under both semantics (``bidirectional``: keys within the
 window on both sides; ``causal``: block keys at or before the query) and with
-``use_sliding_window: false``, which runs full attention (DESIGN §4.4).
+``use_sliding_window: false``, which runs full attention (docs/design.md "The block forward").
 
 The drafter is random where it does not matter and set by hand where a random
 one would never be accepted: its one layer attends uniformly (``q_proj = 0``)

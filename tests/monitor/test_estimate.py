@@ -1,4 +1,4 @@
-"""Acceptance-length estimates (DESIGN §4.7): closed forms and the calibration."""
+"""Acceptance-length estimates (docs/evals.md "Estimates"): closed forms and the calibration."""
 
 from __future__ import annotations
 

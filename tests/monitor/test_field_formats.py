@@ -1,4 +1,4 @@
-"""The field's trainers and servers, line by line (DESIGN §4.8, §4.12): fast parser tests.
+"""The field's trainers and servers, line by line (docs/monitoring.md "What is read from each trainer and server"; docs/monitoring.md "Served acceptance"): fast parser tests.
 
 Each line is written exactly as the program in question prints it (see
 tests/monitor/fieldlogs/make_fieldlogs.py for the sources read); the whole logs

@@ -1,4 +1,4 @@
-"""The field's logs on a real sshd, through the live tail and `status --json` (DESIGN §4.8, §4.12).
+"""The field's logs on a real sshd, through the live tail and `status --json` (docs/monitoring.md "What is read from each trainer and server"; docs/monitoring.md "Served acceptance").
 
 One sshd and one config hold a run per format (tests/monitor/fieldlogs/, written
 as SpecForge, speculators, vLLM and SGLang print). The module's fixture starts

@@ -1,4 +1,4 @@
-"""The default parser (DESIGN §4.8), custom patterns, and lines it must survive."""
+"""The default parser (docs/monitoring.md "What is read from each trainer and server"), custom patterns, and lines it must survive."""
 
 from __future__ import annotations
 

@@ -280,7 +280,7 @@ async def test_a_probe_that_changes_nothing_shown_changes_no_run(
     sshd: SshdHost, write_config, tmp_path: Path
 ) -> None:
     """Quiet runs: the host is probed every refresh_s, but a run's view (and the console's
-    repaint of it) changes only when something written about it does (issue 16)."""
+    repaint of it) changes only when something written about it does."""
     tag = uuid.uuid4().hex[:8]
     log = tmp_path / "quiet.log"
     log.write_text("step 10 loss 1.0 acc 0.40\n")

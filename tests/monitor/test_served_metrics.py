@@ -1,4 +1,4 @@
-"""Served acceptance from a server's /metrics (DESIGN §4.12).
+"""Served acceptance from a server's /metrics (docs/monitoring.md "Served acceptance").
 
 The pages are real: a prometheus_client registry with vLLM's (or SGLang's) exact
 names and labels (tests/monitor/metrics_server.py), rendered by its own

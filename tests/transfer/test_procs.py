@@ -1,4 +1,4 @@
-"""Issue 26: the pieces of a large file move through worker processes, each with its own
+"""The pieces of a large file move through worker processes, each with its own
 connections (made by the pool's code from the same config), on real sshd hosts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 26: small relays start no interpreter on either host (sh and coreutils only).
+"""Small relays start no interpreter on either host (sh and coreutils only).
 
 The hosts here have a `python3` first on their PATH that records every call
 and fails, so any use of it shows (a relay that needed it would fail too).
@@ -117,7 +117,7 @@ async def test_the_destination_probe_answers_many_paths_without_python(trapped_h
 
 
 def test_the_relay_command_parses_without_the_engine_asyncssh_or_textual() -> None:
-    """`dflash-tui relay` loads the engine and asyncssh only once it runs one (issue 26)."""
+    """`dflash-tui relay` loads the engine and asyncssh only once it runs one."""
     code = (
         "import sys\n"
         "from dflash_tui import cli\n"

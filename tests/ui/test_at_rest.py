@@ -1,4 +1,4 @@
-"""The console at rest repaints only what a reader could see change (issue 16).
+"""The console at rest repaints only what a reader could see change.
 
 Ages are written at the resolution a reader uses (seconds stop counting at ten
 minutes), the header's refresh clock to the minute, GPU numbers that only

@@ -1,4 +1,4 @@
-"""Numbers the console already has are shown, from the start and in full (issue 22).
+"""Numbers the console already has are shown, from the start and in full.
 
 The tau and plot tests run the real console: a ConsoleSession following the
 SpecForge DFlash field log (tests/monitor/fieldlogs/specforge_dflash.log,
@@ -38,7 +38,7 @@ EVALUATED = {40: 2.5, 80: 3.0}  # checkpoint step -> measured tau_top1
 
 
 def result_doc(step: int, tau: float) -> dict[str, Any]:
-    """A `dflash-eval/1` document as the harness writes it (DESIGN §4.6)."""
+    """A `dflash-eval/1` document as the harness writes it (docs/design.md "Results file")."""
     name = f"step-{step}"
     return {
         "schema": "dflash-eval/1",

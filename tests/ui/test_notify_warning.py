@@ -1,4 +1,4 @@
-"""The console says once why `[notify]` sends nothing (issue 25).
+"""The console says once why `[notify]` sends nothing.
 
 A real ConsoleSession on a loopback sshd, with `[notify]` set and apprise made
 unimportable (as where the `notify` extra is not installed), started by the app as

@@ -1,4 +1,4 @@
-"""A serving log's run (DESIGN §4.12) in the console: its acceptance length in the runs
+"""A serving log's run (docs/monitoring.md "Served acceptance") in the console: its acceptance length in the runs
 table's tau column (`1.98=`, the trend where it fits, the bad colour once it dropped),
 its own charts, the detail screen, and the alert when it falls well below its level.
 

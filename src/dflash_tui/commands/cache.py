@@ -1,4 +1,4 @@
-"""`dflash-tui cache build SUITE --target HOST:DIR --prompts FILE [...]` (DESIGN §4.10).
+"""`dflash-tui cache build SUITE --target HOST:DIR --prompts FILE [...]` (docs/evals.md "Building a cache").
 
 Builds SUITE's `dflash-cache/1` directory (its `cache` path) from the target
 model's own greedy continuations of the prompts, as a detached job on the

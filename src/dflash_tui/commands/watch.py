@@ -1,4 +1,4 @@
-"""`dflash-tui watch`: the console's core with no screen (DESIGN §4.13).
+"""`dflash-tui watch`: the console's core with no screen (docs/notify.md).
 
 The same `ConsoleSession` as the console: the monitor, the alert rules, eval job
 tracking and collection, the auto-eval sweeps, and `[notify]` notifications. It

@@ -1,4 +1,4 @@
-"""The session's events as notices: what reaches an operator who is away (issue 25).
+"""The session's events as notices: what reaches an operator who is away.
 
 `SessionNotifications` subscribes to a `ConsoleSession` (the console's and
 `dflash-tui watch`'s; the same core) and turns what it reports into `Notice`s:

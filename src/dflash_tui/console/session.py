@@ -233,7 +233,7 @@ class ConsoleSession:
             self._tasks.append(loop.create_task(self._sweep.run_forever(), name="sweep:auto"))
 
     def _start_notifications(self) -> None:
-        """Notices for the watch's log and, with `[notify]`, the notifier (issue 25)."""
+        """Notices for the watch's log and, with `[notify]`, the notifier (docs/notify.md)."""
         if self._on_notice is None and self.config.notify is None:
             return
         from dflash_tui.console.notifications import SessionNotifications

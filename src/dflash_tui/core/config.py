@@ -159,7 +159,7 @@ class RunConfig:
     checkpoints: str | None = None
     auto_eval: tuple[str, ...] = ()
     max_parallel: int = 1
-    # a vLLM or SGLang server's /metrics: served acceptance read exactly (DESIGN §4.12)
+    # a vLLM or SGLang server's /metrics: served acceptance read exactly (docs/monitoring.md "Served acceptance")
     metrics: MetricsEndpoint | None = None
     # the trainer's tracker (docs/monitoring.md "Trackers"): a TensorBoard log directory,
     # a trackio database and the run's name in it, or a W&B offline run directory
@@ -557,7 +557,10 @@ _SUITE_KEYS = (
     "cache_layer_ids",
     "sliding",
 )
-SLIDING_MODES = ("bidirectional", "causal")  # DESIGN §4.4, the harness's --sliding
+SLIDING_MODES = (
+    "bidirectional",
+    "causal",
+)  # docs/design.md "The block forward", the harness's --sliding
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -1,4 +1,4 @@
-"""Every table of the local state database, in one place (DESIGN: core/state).
+"""Every table of the local state database, in one place (docs/design.md "Remote jobs and local state").
 
 Each `Schema` is an append-only list of migrations, applied once each by
 `state.apply_schema`; the names are the keys in `schema_versions`, so they never
@@ -52,7 +52,7 @@ JOBS = Schema(
         """,
         # `dflash-tui eval --sliding`: the harness's --sliding for this job (NULL: the suite's)
         "ALTER TABLE jobs ADD COLUMN sliding TEXT",
-        # what the job does: "eval" (the harness) or "cache" (a cache build, DESIGN §4.10)
+        # what the job does: "eval" (the harness) or "cache" (a cache build, docs/evals.md "Building a cache")
         "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'eval'",
         # a job kind's own settings as JSON (a served bench: engine, k, concurrency, port)
         "ALTER TABLE jobs ADD COLUMN options TEXT",

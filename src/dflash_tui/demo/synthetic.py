@@ -1,7 +1,7 @@
 """Tiny synthetic DFlash drafters and ``dflash-cache/1`` caches for tests and the demo.
 
 Real checkpoints are gigabytes and come from a GPU cluster; these are a few
-hundred kilobytes, written in exactly the real formats (DESIGN §4.2, §4.3), and
+hundred kilobytes, written in exactly the real formats (docs/design.md "Drafter checkpoint"; docs/evals.md "Caches"), and
 built so that eval numbers mean something:
 
 * :func:`write_drafter` writes a random z-lab-format drafter, or, given

@@ -112,7 +112,7 @@ class RunEntry:
         self.series_version = -1
         self.series_at = 0.0
         self.acceptance_dropped = False  # the alert fired; re-armed once it recovers
-        # The server's /metrics (DESIGN §4.12), when the run names one: its reports stand
+        # The server's /metrics (docs/monitoring.md "Served acceptance"), when the run names one: its reports stand
         # for the run's served acceptance while it answers; the log's are the fallback.
         self.endpoint = EndpointReader(cfg.metrics) if cfg.metrics is not None else None
         self.metrics_task: asyncio.Task[None] | None = None

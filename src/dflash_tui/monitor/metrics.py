@@ -1,4 +1,4 @@
-"""Training-log metrics from one clean line (DESIGN §4.8).
+"""Training-log metrics from one clean line (docs/monitoring.md "What is read from each trainer and server").
 
 The default parser reads `key=value`, `key: value` and `key value` tokens,
 `VALUE UNIT` rates (`41.3 Ktok/s`, `12.5it/s`), tqdm's `N/TOTAL [` counter
@@ -54,7 +54,7 @@ class Metrics:
     `bar`: the step is a progress bar's counter (tqdm's n), not one the log printed.
     `eval_*`: evaluation metrics (`eval/`, `val/`), never the training ones.
     `acc_position`: one position's accuracy on a line of its own (index, value).
-    `accept_len` / `accept_per_position`: a serving engine's report (DESIGN §4.12).
+    `accept_len` / `accept_per_position`: a serving engine's report (docs/monitoring.md "Served acceptance").
     Treated as immutable; not a frozen dataclass because one is built per log line
     and a frozen one costs ~0.4 us more to build (a third of this module's overhead).
     """
@@ -202,7 +202,7 @@ _BAR = re.compile(r"(\d+)/(\d+) \[[^\]<]*<([^\]]*)\]")
 _ANNOUNCED_TOTAL = re.compile(
     r"\b[Tt]otal(?: training| train| optimi[sz]ation)? steps\s?[:=]\s*(\d[\d,]*)"
 )
-# Serving logs (DESIGN §4.12): vLLM's spec-decode logger, old and new, and SGLang's scheduler.
+# Serving logs (docs/monitoring.md "Served acceptance"): vLLM's spec-decode logger, old and new, and SGLang's scheduler.
 _VLLM_LENGTH = re.compile(r"Mean acceptance length: ([\d.]+)")
 _VLLM_POSITIONS = re.compile(r"Per-position acceptance rate: (\d[\d.]*(?:, \d[\d.]*)*)")
 _VLLM_V0 = re.compile(r"System efficiency: ([\d.]+), Number of speculative tokens: (\d+)")
@@ -492,7 +492,7 @@ def _fill(m: Metrics, carry: Metrics) -> Metrics:
 
 
 def _served(line: str) -> Metrics | None:
-    """A serving engine's speculative-decoding report (DESIGN §4.12), or None."""
+    """A serving engine's speculative-decoding report (docs/monitoring.md "Served acceptance"), or None."""
     stamp = line_time(line) if line[:1].isdigit() or line[:1] == "[" else None
     if "SpecDecoding metrics:" in line:
         length = _VLLM_LENGTH.search(line)

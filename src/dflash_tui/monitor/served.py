@@ -1,4 +1,4 @@
-"""Served acceptance (DESIGN §4.12): the acceptance length a deployed drafter really gets.
+"""Served acceptance (docs/monitoring.md "Served acceptance"): the acceptance length a deployed drafter really gets.
 
 A serving engine reports it every few seconds (vLLM's spec-decode logger, SGLang's
 decode-batch line); the reports have no training step, so they are kept by report

@@ -1,4 +1,4 @@
-"""Served acceptance read from a server's Prometheus endpoint (DESIGN §4.12).
+"""Served acceptance read from a server's Prometheus endpoint (docs/monitoring.md "Served acceptance").
 
 A `[[runs]]` entry whose process is a vLLM or SGLang server may name its
 `metrics` endpoint; it is read through the host's SSH connection

@@ -1,4 +1,4 @@
-"""Acceptance length (tau) from training accuracy (DESIGN §4.7). Pure functions.
+"""Acceptance length (tau) from training accuracy (docs/evals.md "Estimates"). Pure functions.
 
 With per-position accuracies a_1..a_{B-1} (position k = the k-th drafted
 token), two closed forms:

@@ -80,7 +80,7 @@ class RunView:
     `tail_status` is one of `loading`, `following`, `reconnecting`,
     `missing`, `stopped`; `notices` the last tail events (reconnected,
     rotated, truncated, ...), oldest first. `acceptance` is what a server
-    reports (DESIGN §4.12; None for a trainer's log): from its /metrics while
+    reports (docs/monitoring.md "Served acceptance"; None for a trainer's log): from its /metrics while
     that answers (`acceptance.source == "metrics"`), else from its log lines;
     `served_metrics` the endpoint's own state (None when the run names none,
     its `error` when a read fails); `eval_*` the last

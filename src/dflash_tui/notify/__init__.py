@@ -1,4 +1,4 @@
-"""Notifications that reach an operator who is away (DESIGN §4.13, issue 25).
+"""Notifications that reach an operator who is away (docs/notify.md).
 
 `[notify]` in hosts.toml (`settings`) names apprise URLs and the events they get;
 `Notifier` (`notifier`) applies the once-per-condition rule, the claim shared

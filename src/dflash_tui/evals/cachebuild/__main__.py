@@ -1,4 +1,4 @@
-"""`python -m dflash_tui.evals.cachebuild`: DESIGN §4.10's command for the cache builder."""
+"""`python -m dflash_tui.evals.cachebuild`: the cache builder's command (docs/evals.md "Building a cache")."""
 
 import sys
 

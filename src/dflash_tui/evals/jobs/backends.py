@@ -2,7 +2,7 @@
 
 A backend starts a prepared harness command on a host, reports on many jobs
 of one host in a single round trip, reads a job's log and files, and cancels
-it. The SSH backend (DESIGN §4.9) runs each job as
+it. The SSH backend (docs/design.md "Remote jobs and local state") runs each job as
 
     setsid -f sh -c 'echo $$ > J/pid; CMD; echo $? > J/rc' > J/log 2>&1 < /dev/null
 
@@ -356,7 +356,7 @@ def _status(
 
 
 class SshBackend:
-    """Detached jobs over the host pool (DESIGN §4.9)."""
+    """Detached jobs over the host pool (docs/design.md "Remote jobs and local state")."""
 
     name = "ssh"
 

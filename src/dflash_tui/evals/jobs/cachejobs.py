@@ -1,4 +1,4 @@
-"""Cache builds as jobs (DESIGN §4.10): what `dflash-tui cache build` checks and sends.
+"""Cache builds as jobs (docs/evals.md "Building a cache"): what `dflash-tui cache build` checks and sends.
 
 A cache build runs like an eval job (detached on the suite's host, followed by
 the same poll, cancelled the same way), with the cache builder installed next

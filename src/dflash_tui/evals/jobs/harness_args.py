@@ -1,6 +1,6 @@
 """The eval harness's command line for one job, and the check that its suite is on the host.
 
-The console decides everything the harness is told (DESIGN §4.4): the drafter
+The console decides everything the harness is told (docs/design.md "The block forward"): the drafter
 where the placement put it, the suite's cache and target, the device (always
 explicit, so the harness fails rather than fall back to the CPU), the anchor
 cap, the cache's layer ids and the sliding-window semantics of this job.
@@ -14,7 +14,7 @@ from dflash_tui.evals.jobs.job import Job, JobError
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.pool import HostPool
 
-# $1 the suite's cache: a dflash-cache/1, SpecForge or speculators layout (DESIGN §4.3);
+# $1 the suite's cache: a dflash-cache/1, SpecForge or speculators layout (docs/evals.md "Caches");
 # $2 its target model directory, when set (exit 3 when missing)
 CACHE_CHECK = r"""if [ -n "$2" ] && ! { [ -f "$2/config.json" ] && { [ -f "$2/model.safetensors" ] || [ -f "$2/model.safetensors.index.json" ]; }; }; then exit 3; fi
 [ -f "$1/manifest.json" ] && exit 0
@@ -39,7 +39,9 @@ def eval_args(
         args += ["--target", suite.target]
     if suite.cache_layer_ids:
         args += ["--cache-layer-ids", ",".join(map(str, suite.cache_layer_ids))]
-    sliding = job.sliding or suite.sliding  # else the harness's default (DESIGN §4.4)
+    sliding = (
+        job.sliding or suite.sliding
+    )  # else the harness's default (docs/design.md "The block forward")
     if sliding:
         args += ["--sliding", sliding]
     return tuple(args)

@@ -9,7 +9,7 @@ manifest's own hash names the directory). Only `*.py` files count: a
 `__pycache__` appears next to them after the first run. The harness lands in
 `$HOME/.cache/dflash-tui/harness/<sha256>/` by an atomic rename, so a
 half-unpacked copy is never used, and two consoles installing at once is
-harmless. The cache builder (`shipped/cachebuild/`, DESIGN §4.10) travels the
+harmless. The cache builder (`shipped/cachebuild/`, docs/evals.md "Building a cache") travels the
 same way to `$HOME/.cache/dflash-tui/cachebuild/<sha256>/` (`folder="cachebuild"`).
 """
 

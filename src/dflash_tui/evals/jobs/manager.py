@@ -420,7 +420,7 @@ class JobManager:
         host: str | None = None,
         gpu: int | str | None = None,
     ) -> Job:
-        """Queue a cache build (DESIGN §4.10) of `suite`'s cache from the model `target`
+        """Queue a cache build (docs/evals.md "Building a cache") of `suite`'s cache from the model `target`
         (`host:DIR` on the build host) and a local prompts file; returns the queued job.
 
         Raises JobError (exit code 2) for bad arguments, found before anything is queued.

@@ -8,19 +8,19 @@ database), else the config's `[[checkpoints]] baseline = true`. Rows sort by
 one metric, best first (default `tau_top1`); checkpoints without a result
 come last. `tasks=True` adds the same table per task.
 
-Results scored under different attention semantics (DESIGN §4.4: what a
+Results scored under different attention semantics (docs/design.md "The block forward": what a
 drafter's sliding layers see inside the block; `evals/results/semantics.py`) are never
 ranked together: each semantics is its own ranking (`Row.rank` counts within
 it, `Row.attention` names it), the default's first, each compared with the
 baseline's result under the same semantics, and the board's note says so.
 A checkpoint measured both ways has a row in each.
 
-The headline is `tau_greedy` (DESIGN §4.5): the acceptance length greedy
+The headline is `tau_greedy` (docs/evals.md "Metrics"): the acceptance length greedy
 speculative decoding gets on the suite's prompts, the number papers and
 servers report; the board sorts by it when its results have it, else by
 `tau_top1`. `tau_top1`, the streaks and DDTree matches are means over every
 anchor of the suite, a different number (on trained drafters a larger one:
-7.58 against 3.12 in issue 23's check); the board's `legend` says
+7.58 against 3.12 in bench/served_vs_greedy.py's check); the board's `legend` says
 which is which, and whether `tau_greedy` is exact (the cache holds the
 target's own greedy continuation) or walked on the cache's labels. Results
 written before `tau_greedy` existed show `-` there.
@@ -42,7 +42,7 @@ from dflash_tui.evals.results import semantics as S
 from dflash_tui.evals.results.schema import TASK_COUNTS
 from dflash_tui.evals.results.store import ResultsStore, StoredResult
 
-HEADLINE = "tau_greedy"  # greedy decoding's acceptance length (DESIGN §4.5)
+HEADLINE = "tau_greedy"  # greedy decoding's acceptance length (docs/evals.md "Metrics")
 ALL_ANCHORS = "tau_top1"  # the headline before tau_greedy existed
 DEFAULT_SORT = HEADLINE  # falls back to ALL_ANCHORS on a board without it (`default_sort`)
 _ORDER = ("tau_greedy", "tau_top1", "acc", "streak_top1")

@@ -1,7 +1,7 @@
 """Calibration pairs for tau estimates: (training acc at a checkpoint's step, its measured tau).
 
 The measured tau is `tau_greedy` (greedy decoding's acceptance length on the
-suite's prompts, DESIGN §4.5) when at least two of the suite's points have it,
+suite's prompts, docs/evals.md "Metrics") when at least two of the suite's points have it,
 else `tau_top1` (the all-anchor mean; results written before tau_greedy): one
 calibration never mixes the two, they differ by a factor of two or more.
 

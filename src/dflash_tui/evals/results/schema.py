@@ -26,7 +26,7 @@ METRIC_HELP = (
 )
 # per-task counts beside the means: anchors scored, greedy decoding blocks and generated tokens
 TASK_COUNTS = ("n_anchors", "n_blocks", "n_generated")
-# `greedy.labels` (DESIGN §4.5): the target's own greedy continuation (tau_greedy is exact),
+# `greedy.labels` (docs/evals.md "Metrics"): the target's own greedy continuation (tau_greedy is exact),
 # or labels not known to be (a SpecForge or speculators cache: dataset responses)
 GREEDY_LABELS = ("target_greedy", "cache")
 MAX_RESULTS_BYTES = 16 * 1024 * 1024

@@ -1,6 +1,6 @@
 """Attention semantics of stored results, so rankings and series never mix them silently.
 
-A result's ``attention`` object (DESIGN §4.4, written by the harness) says what
+A result's ``attention`` object (docs/design.md "The block forward", written by the harness) says what
 a drafter's ``sliding_attention`` layers saw inside the block: ``bidirectional``
 (the default since the field exists) or ``causal``. A drafter whose own config
 makes every layer causal is ``causal-all``. Results without the field were

@@ -1,4 +1,4 @@
-"""Build a ``dflash-cache/1`` directory from a target model and prompts (DESIGN §4.10).
+"""Build a ``dflash-cache/1`` directory from a target model and prompts (docs/evals.md "Building a cache").
 
 The program shipped to GPU hosts next to the eval harness: it loads a Hugging
 Face transformers causal LM, reads prompts from JSONL, generates the target's

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dflash-cachebuild",
         description="Build a dflash-cache/1 directory from a target model's greedy continuations "
-        "of prompts (DESIGN §4.10).",
+        "of prompts (docs/evals.md 'Building a cache').",
     )
     p.add_argument("--target", required=True, type=Path, help="Hugging Face causal LM directory")
     p.add_argument(

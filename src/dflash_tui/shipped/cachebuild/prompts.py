@@ -1,5 +1,5 @@
 """Prompts from JSONL: one ``{"name", "prompt"}``, ``{"name", "messages"}`` or
-``{"name", "input_ids"}`` object per line (DESIGN §4.10).
+``{"name", "input_ids"}`` object per line (docs/evals.md "Building a cache").
 
 Text prompts go through the target's tokenizer and chat template as one user
 turn with the generation prompt added; ``messages`` is a chat as the template

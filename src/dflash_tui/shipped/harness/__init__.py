@@ -1,6 +1,6 @@
 """DFlash drafter eval harness: the program shipped to GPU hosts.
 
-It reads a drafter checkpoint in z-lab format (DESIGN §4.2) and a
+It reads a drafter checkpoint in z-lab format (docs/design.md "Drafter checkpoint") and a
 ``dflash-cache/1`` directory of cached target hidden states (§4.3), runs the
 drafter's block forward for every anchor (§4.4), and writes
 ``eval_results.json`` (schema ``dflash-eval/1``, §4.6) with the §4.5 metrics.

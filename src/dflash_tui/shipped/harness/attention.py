@@ -1,4 +1,4 @@
-"""Which keys a block query sees: the attention semantics of a run (DESIGN §4.4).
+"""Which keys a block query sees: the attention semantics of a run (docs/design.md "The block forward").
 
 The field disagrees on ``sliding_attention`` layers of a DFlash drafter:
 

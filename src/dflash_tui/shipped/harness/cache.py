@@ -1,4 +1,4 @@
-"""The ``dflash-cache/1`` directory (DESIGN §4.3): manifest, target head, samples.
+"""The ``dflash-cache/1`` directory (docs/evals.md "Caches"): manifest, target head, samples.
 
 The target head comes either from ``head`` (default ``target_head.safetensors``,
 tensors ``embed_tokens`` and ``lm_head``) or, when the manifest has
@@ -71,7 +71,7 @@ def read_manifest(cache_dir: Path) -> Manifest:
     if raw.get("format") != CACHE_FORMAT:
         raise InputError(
             f"cache: {path}: format is {raw.get('format')!r}, expected {CACHE_FORMAT!r}",
-            hint="this harness reads only dflash-cache/1 directories (DESIGN §4.3)",
+            hint="this harness reads only dflash-cache/1 directories (docs/evals.md 'Caches')",
         )
     p = Problems()
     hidden = raw.get("hidden_size")
@@ -225,7 +225,7 @@ class TargetHead:
 
 SAMPLE_HINT = (
     "a sample file holds input_ids int64 [T], hidden_states [T, n_feature_layers*H] and "
-    "loss_mask [T] (DESIGN §4.3); rewrite it with the cache builder"
+    "loss_mask [T] (docs/evals.md 'Caches'); rewrite it with the cache builder"
 )
 
 

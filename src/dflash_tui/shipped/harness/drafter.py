@@ -1,4 +1,4 @@
-"""The drafter checkpoint on disk (DESIGN §4.2): its config.json and its weights.
+"""The drafter checkpoint on disk (docs/design.md "Drafter checkpoint"): its config.json and its weights.
 
 What the config and the tensors must satisfy lives in `rules.py`, shared with
 the console's ``inspect`` and eval preflight; this module reads the files.

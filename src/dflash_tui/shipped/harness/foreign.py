@@ -1,4 +1,4 @@
-"""Caches the field already has, read as they are (DESIGN §4.3): SpecForge and speculators.
+"""Caches the field already has, read as they are (docs/evals.md "Caches"): SpecForge and speculators.
 
 Both are detected by their layout, with no conversion step:
 
@@ -228,7 +228,7 @@ class ForeignCache:
                 f"--cache-layer-ids {shown} means the cache holds {list(held)} "
                 f"(our convention); missing {missing}",
                 hint="use a cache extracted for this drafter's target_layer_ids, or check "
-                "--cache-layer-ids (DESIGN §4.3 and docs/evals.md give each tool's convention)",
+                "--cache-layer-ids (docs/evals.md 'Caches' gives each tool's convention)",
             )
         return [held.index(i) for i in self.drafter_ids]
 

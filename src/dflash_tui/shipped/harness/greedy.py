@@ -1,4 +1,4 @@
-"""The greedy decoding path a cache fixes, and its acceptance length ``tau_greedy`` (DESIGN §4.5).
+"""The greedy decoding path a cache fixes, and its acceptance length ``tau_greedy`` (docs/evals.md "Metrics").
 
 A ``dflash-cache/1`` built by ``cache build`` holds the target's own greedy
 continuation, so greedy speculative decoding of the same prompt with the same

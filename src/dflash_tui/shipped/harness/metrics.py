@@ -1,4 +1,4 @@
-"""Per-anchor metrics (DESIGN §4.5): accuracy, top-k streaks and the DDTree walk.
+"""Per-anchor metrics (docs/evals.md "Metrics"): accuracy, top-k streaks and the DDTree walk.
 
 Everything is derived from two small per-anchor tables computed on the device:
 

@@ -1,4 +1,4 @@
-"""The DFlash drafter block forward (DESIGN §4.4), batched over anchors.
+"""The DFlash drafter block forward (docs/design.md "The block forward"), batched over anchors.
 
 Two facts make the batched form cheap:
 

@@ -1,6 +1,6 @@
 """Drafter config fields this harness cannot score right, one line per field.
 
-The forward of DESIGN §4.4 is the DFlash 1 block forward of a Qwen3-style
+The forward of docs/design.md "The block forward" is the DFlash 1 block forward of a Qwen3-style
 drafter with plain RoPE. A config that asks for more (DFlash 2's convolutions
 and candidate selector, attention biases, scaled RoPE, attention sinks, an
 architecture the harness does not know) would still produce numbers, just

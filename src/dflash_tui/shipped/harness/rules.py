@@ -1,4 +1,4 @@
-"""The rules a drafter must meet to be scored: one list, three callers (DESIGN §4.2-4.4).
+"""The rules a drafter must meet to be scored: one list, three callers (docs/design.md "Drafter checkpoint" and "The block forward").
 
 The harness checks them before any compute; ``dflash-tui inspect`` checks a
 checkpoint's config against its tensor shapes with them; the console's eval
@@ -133,7 +133,8 @@ def parse_config(raw: dict[str, Any], source: str) -> DrafterConfig:
     refused = unsupported_fields(raw)
     for line in refused:
         p.add(
-            line, "this harness scores DFlash 1 Qwen3-style drafters with plain RoPE (DESIGN §4.4)"
+            line,
+            "this harness scores DFlash 1 Qwen3-style drafters with plain RoPE (docs/design.md 'The block forward')",
         )
     causal, causal_key, causal_problems = config_causality(raw)
     for line in causal_problems:
@@ -174,7 +175,7 @@ def parse_config(raw: dict[str, Any], source: str) -> DrafterConfig:
     windowless = 0
     if use_window is False and SLIDING in types:
         # transformers' Qwen3Config keeps sliding_window only when use_sliding_window is
-        # true, so z-lab's model runs these layers with full attention (DESIGN §4.4)
+        # true, so z-lab's model runs these layers with full attention (docs/design.md "The block forward")
         windowless = types.count(SLIDING)
         types = [FULL] * len(types)
     window = _lookup(raw, "sliding_window")
@@ -225,7 +226,7 @@ def parse_config(raw: dict[str, Any], source: str) -> DrafterConfig:
     )
     p.raise_if_any(
         f"drafter config {source} is not a usable DFlash drafter config:",
-        hint="compare it with the z-lab config.json of the same model family (DESIGN §4.2)",
+        hint="compare it with the z-lab config.json of the same model family (docs/design.md 'Drafter checkpoint')",
     )
     return cfg
 
@@ -308,7 +309,7 @@ def weight_problems(cfg: DrafterConfig, shapes: Shapes, where: str, problems: Pr
         shown = ", ".join(extra[:4]) + (f" and {len(extra) - 4} more" if len(extra) > 4 else "")
         problems.add(
             f"unexpected tensors in {where}: {shown}",
-            "this harness computes the DFlash block forward of DESIGN §4.4; a drafter with "
+            "this harness computes the DFlash block forward of docs/design.md 'The block forward'; a drafter with "
             "extra modules (e.g. DFlash 2 convolutions or candidate selector) would be scored wrongly",
         )
     if missing:

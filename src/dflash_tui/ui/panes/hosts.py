@@ -76,7 +76,7 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
 
     A line-API pane: each line is rendered to a Strip once and again only when
     its text changed. The GPU lines of a busy host move every probe; re-rendering
-    the whole pane for them was most of a quiet console's cost (issue 16).
+    the whole pane for them was most of a quiet console's cost (bench/ui_idle.py).
     """
 
     pane_name = "hosts"

@@ -7,11 +7,11 @@ cursor or scrolling repaints from those strips. With many runs updating every
 refresh this is a few row renders, not a re-render of every cell (the
 DataTable's cost, measured with bench/ui_idle.py).
 
-The tau column carries its basis in one character (DESIGN §4.7): `4.31~`
+The tau column carries its basis in one character (docs/evals.md "Estimates"): `4.31~`
 is an independence estimate from per-position accuracies, `4.31*` one
 calibrated on the run's measured (acc, tau) pairs; the detail screen spells
 the basis out, the help screen and the column's tooltip explain the marks.
-A serving log (vLLM, SGLang; DESIGN §4.12) has no estimate but the real
+A serving log (vLLM, SGLang; docs/monitoring.md "Served acceptance") has no estimate but the real
 thing: the column shows its last acceptance length marked `=` (`3.12=`), with
 the trend's arrow where the column has room, in the bad colour once it falls
 well below the run's own recent level.
