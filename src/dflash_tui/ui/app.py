@@ -21,9 +21,8 @@ import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from textual import events, on, work
+from textual import events, on
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -43,6 +42,7 @@ from dflash_tui.monitor.views import LinesAppended as CoreLinesAppended
 from dflash_tui.monitor.views import RunUpdated as CoreRunUpdated
 from dflash_tui.ui import actions, gc_policy, messages
 from dflash_tui.ui.compare import PlotControls
+from dflash_tui.ui.eval_actions import EvalActions
 from dflash_tui.ui.glyphs import AsciiCommandPalette, use_common_glyphs
 from dflash_tui.ui.guard import ERROR_LOG_NAME, ErrorDesk, Guarded
 from dflash_tui.ui.panes.base import PaneMixin
@@ -53,19 +53,13 @@ from dflash_tui.ui.panes.leaderboard import LeaderboardPane
 from dflash_tui.ui.panes.log import LogPane
 from dflash_tui.ui.panes.plots import PlotsPane
 from dflash_tui.ui.panes.runs import RunsTable
-from dflash_tui.ui.screens.confirm import ConfirmScreen
 from dflash_tui.ui.screens.detail import DetailScreen
 from dflash_tui.ui.screens.help import HelpScreen
 from dflash_tui.ui.screens.log_full import LogScreen
 from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_split, wants_wide
 from dflash_tui.ui.screens.progress import ProgressScreen
-from dflash_tui.ui.screens.relay_form import RelayForm
-from dflash_tui.ui.screens.tasks import TasksScreen
 from dflash_tui.ui.textual_private import UncaughtErrorHook, exiting
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
-
-if TYPE_CHECKING:
-    from dflash_tui.evals.discovery.targets import CheckpointRef
 
 # Each frame Textual paints renders every widget that the changed regions touch (about
 # 40 ms at 160x48 on a small VM), so all that the core pushes reaches the screen on one
@@ -77,7 +71,7 @@ NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
 
-class DflashApp(Guarded, UncaughtErrorHook, PlotControls, App[int]):
+class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, App[int]):
     """The console. `session` supplies snapshots and takes intents; see the module docstring."""
 
     CSS_PATH = "app.tcss"
@@ -711,106 +705,6 @@ class DflashApp(Guarded, UncaughtErrorHook, PlotControls, App[int]):
         if self.screen is self.main:
             self.action_show_pane("log")
             self.main.query_one(LogPane).open_filter()
-
-    def action_evaluate(self) -> None:
-        pane = self.main.query_one(LeaderboardPane)
-        row, board = pane.selected_row, pane.board
-        if row is None or board is None:
-            return
-        self.start_eval(row.ref or row.checkpoint, row.checkpoint, board.suite)
-
-    @work(group="eval", exit_on_error=False)
-    async def start_eval(self, target: str | CheckpointRef, name: str, suite: str) -> None:
-        job = await self.session.start_eval(target, suite)
-        if job.terminal:  # refused by the preflight: the reason, nothing was copied
-            self.notify(
-                f"eval of {name} on {suite}: {job.describe()}", severity="error", timeout=12
-            )
-            return
-        self.notify(f"eval of {name} on {suite} queued as job {job.id}", timeout=6)
-
-    def action_mark_baseline(self) -> None:
-        pane = self.main.query_one(LeaderboardPane)
-        row, board = pane.selected_row, pane.board
-        if row is None or board is None:
-            return
-        self.session.set_baseline(board.suite, row.checkpoint)
-        self.notify(f"{row.checkpoint} is now the baseline of {board.suite}", timeout=4)
-
-    def action_next_suite(self) -> None:
-        self.suite_index += 1
-        self.fill_leaderboard()
-
-    def action_open_tasks(self) -> None:
-        pane = self.main.query_one(LeaderboardPane)
-        row, board = pane.selected_row, pane.board
-        if row is None or board is None:
-            return
-        detailed = self.session.leaderboard(board.suite, tasks=True)
-        if detailed is not None:
-            self.push_screen(TasksScreen(detailed, row.checkpoint, row.attention))
-
-    def _progress_target(self) -> tuple[str | None, str | None]:
-        """(run, suite) for the progress screen: the leaderboard row's run when the
-        leaderboard has focus and the row belongs to one, else the selected run; the
-        leaderboard's current suite (None: the session picks the run's)."""
-        run = self.selected_run
-        suite = None
-        with contextlib.suppress(NoMatches, LookupError):
-            main = self.main
-            pane = main.query_one(LeaderboardPane)
-            board = pane.board
-            suite = board.suite if board is not None else None
-            row = pane.selected_row if main.pane_of(self.focused) == "leaderboard" else None
-            if row is not None and row.run:
-                run = row.run
-        return run, suite
-
-    async def action_toggle_progress(self) -> None:
-        if isinstance(self.screen, ProgressScreen):
-            self.pop_screen()
-            return
-        run, suite = self._progress_target()
-        if run is None:
-            self.notify("no run to plot: select a run or a run's checkpoint first", timeout=4)
-            return
-        await self.push_screen(ProgressScreen(run, suite))  # composed before it is filled
-        self.fill_progress()
-
-    def action_cancel_job(self) -> None:
-        job = self.main.query_one(JobsPane).selected_job
-        if job is None:
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.cancel_job(job.id)
-
-        question = f"Cancel job {job.id} ({job.checkpoint} on {job.suite}, {job.state})?"
-        self.push_screen(ConfirmScreen(question), answered)
-
-    @work(group="eval", exit_on_error=False)
-    async def cancel_job(self, job_id: str) -> None:
-        job = await self.session.cancel_job(job_id)
-        self.notify(f"job {job.id}: {job.describe()}", timeout=6)
-
-    def action_open_relay_form(self) -> None:
-        def started(words: tuple[str, str] | None) -> None:
-            if words is not None:
-                self.start_relay(*words)
-
-        form = RelayForm(
-            list(self.config.hosts), self.session.complete_path, stores=list(self.config.stores)
-        )  # the form keeps its own listings; the session bounds the sessions per host
-        self.push_screen(form, started)
-
-    @work(group="transfer", exit_on_error=False)
-    async def start_relay(self, src: str, dst: str) -> None:
-        self.notify(f"relay {src} -> {dst} started", timeout=4)
-        self._dirty_transfers = True
-        self._dirty_evals = True
-        transfer_id = await self.session.relay(src, dst)
-        self.notify(f"relay {src} -> {dst} done, verified ({transfer_id})", timeout=8)
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:

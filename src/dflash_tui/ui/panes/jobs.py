@@ -241,8 +241,8 @@ class JobsPane(PaneMixin, VerticalScroll):
                 table.add_column(key, key=key)
         else:
             table.clear()
-        for job_id, cells in rows:
-            table.add_row(*(cells[i] for i in shown), key=job_id)
+        for job_id, row in rows:
+            table.add_row(*(row[i] for i in shown), key=job_id)
         widths = [widths[i] for i in shown]
         # An explicit height, not `auto`: rows added while the tab was being switched in
         # (after a re-layout) left an auto-height table 0 lines high. One more line for

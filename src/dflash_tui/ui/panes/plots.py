@@ -258,8 +258,9 @@ class PlotsPane(PaneMixin, Vertical):
         """The charts shown: the series' own, with the by-position chart when a run has
         per-position accuracies (in the tokens/s chart's place without room for four)."""
         runs = self._runs()
+        base: tuple[Chart, ...]
         if runs:
-            base: tuple[Chart, ...] = CHARTS
+            base = CHARTS
             positions = any(r.positions for r in runs)
         else:
             base = charts_for(self._series)
