@@ -60,7 +60,7 @@ from pathlib import Path
 
 import served_vllm as sv
 
-LAYER_IDS = (1, 2)  # not the last target layer: see "Target features" in docs/benchmarks.md
+LAYER_IDS = (1, 2)  # not the last target layer: see "Target features" in docs/benchmarks-history.md
 N_EVAL = 8
 
 

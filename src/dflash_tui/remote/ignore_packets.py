@@ -6,7 +6,8 @@ mode (RFC 4251 section 9.3.1). The pool offers no CBC cipher
 (`pool.ENCRYPTION_ALGS`: AES-GCM, ChaCha20-Poly1305, AES-CTR), where it buys
 nothing, and it costs a second encryption and usually a second socket write
 for each packet. For a relay that is about a tenth of this process's CPU per
-byte moved (docs/benchmarks.md). OpenSSH sends no such packets either.
+byte moved (docs/benchmarks-history.md "2026-12-01: after dropping asyncssh's
+per-packet ignore packets"). OpenSSH sends no such packets either.
 
 `quiet(conn)` marks one connection; `send_packet` of marked connections drops
 exactly that packet (type IGNORE, empty payload) and passes everything else

@@ -27,7 +27,8 @@ class RelayOptions:
     # Large files' pieces through worker processes, each with its own connections
     # (transfer/hosts/procs.py): the SSH crypto of both legs spread over the cores. None:
     # where this machine has WORKERS_MIN_CORES or more (on 2 cores shared with both
-    # hosts' sshd they cost more than they bring: docs/benchmarks.md "Relay").
+    # hosts' sshd they cost more than they bring: docs/benchmarks-history.md
+    # "2026-12-03: the relay as a stranger measures it").
     worker_processes: bool | None = None
 
 
