@@ -3,6 +3,11 @@ them over SFTP and starts no shell for small files, counted in sshd's own log.""
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import threading
+import time
+
 import pytest
 
 from dflash_tui.transfer import RelayOptions, TransferError, relay
@@ -82,3 +87,63 @@ async def test_a_large_file_starts_its_shells_once_per_stream(sshd_factory, writ
         )
     assert result.files[0].sha256_dst == sha and not part_files(b.home)
     assert _sessions(a)[0] == 1 and _sessions(b)[0] == 1, (_sessions(a), _sessions(b))
+
+
+def _legs_from(monkeypatch, size: int) -> None:  # type: ignore[no-untyped-def]
+    """Files of `size` and more go through OpenSSH legs (64 MiB and more otherwise)."""
+    engine = importlib.import_module("dflash_tui.transfer.hosts.relay")
+    monkeypatch.setattr(engine, "LEGS_MIN_BYTES", size)
+
+
+async def test_a_large_file_goes_by_openssh_legs_one_shell_per_host(
+    sshd_factory, write_config, monkeypatch
+) -> None:
+    _legs_from(monkeypatch, 20 * MIB)
+    a, b = _slow_host(sshd_factory, "a"), _slow_host(sshd_factory, "b")
+    config = write_config({"a": a, "b": b})
+    sha = random_file(a.home / "big.bin", 24 * MIB)
+    (a.home / "big.bin").chmod(0o640)
+    async with relay_env(config) as (pool, conn):
+        result = await relay(pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin")
+    assert result.files[0].sha256_src == result.files[0].sha256_dst == sha
+    assert hashlib.sha256((b.home / "big.bin").read_bytes()).hexdigest() == sha
+    assert (b.home / "big.bin").stat().st_mode & 0o777 == 0o640
+    assert result.bytes_sent == 24 * MIB and not part_files(b.home)
+    assert _sessions(a)[0] == 1 and _sessions(b)[0] == 1, (_sessions(a), _sessions(b))
+
+
+async def test_a_drop_under_the_legs_goes_on_from_where_the_part_ends(
+    sshd_factory, write_config, monkeypatch
+) -> None:
+    """The destination's sessions are cut once NAME.part has a quarter of the file: the
+    retry sends the rest by the streams, from the last range that landed whole."""
+    _legs_from(monkeypatch, 20 * MIB)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    size = 48 * MIB
+    sha = random_file(a.home / "big.bin", size)
+    part = b.home / "big.bin.part"
+    cut = threading.Event()
+
+    def cut_at_a_quarter() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if part.exists() and part.stat().st_size >= size // 4:
+                b.kill_sessions()
+                cut.set()
+                return
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=cut_at_a_quarter, daemon=True)
+    watcher.start()
+    options = RelayOptions(range_bytes=MIB, backoff_base_s=0.05)
+    async with relay_env(config) as (pool, conn):
+        result = await relay(
+            pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin", options=options
+        )
+    watcher.join(5)
+    assert cut.is_set(), "the part never reached a quarter of the file"
+    assert result.files[0].sha256_src == result.files[0].sha256_dst == sha
+    assert hashlib.sha256((b.home / "big.bin").read_bytes()).hexdigest() == sha
+    assert not part_files(b.home)
+    assert result.bytes_sent <= size * 1.1, result.bytes_sent

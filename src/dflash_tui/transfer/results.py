@@ -30,6 +30,9 @@ class RelayOptions:
     # hosts' sshd they cost more than they bring: docs/benchmarks-history.md
     # "2026-12-03: the relay as a stranger measures it").
     worker_processes: bool | None = None
+    # Fresh large files host to host through two OpenSSH client processes piped by the
+    # OS (transfer/hosts/ssh_legs.py); off: the streams carry them.
+    openssh_legs: bool = True
 
 
 @dataclass(frozen=True)

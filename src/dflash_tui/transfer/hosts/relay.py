@@ -28,7 +28,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from dflash_tui.core.tasks import cancel_and_wait
+from dflash_tui.core.tasks import cancel_and_wait, run_all
 from dflash_tui.transfer import destination, sftp, trace
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
@@ -40,8 +40,9 @@ from dflash_tui.transfer.events import (
     TransferStarted,
 )
 from dflash_tui.transfer.hosts import direct as direct_mode
-from dflash_tui.transfer.hosts import sftp_files, stream_path
+from dflash_tui.transfer.hosts import sftp_files, ssh_legs, stream_path
 from dflash_tui.transfer.hosts import small as small_path
+from dflash_tui.transfer.hosts.bypass import BypassPaths
 from dflash_tui.transfer.hosts.procs import ProcWorker, worker_count
 from dflash_tui.transfer.hosts.range_path import RangeScripts
 from dflash_tui.transfer.hosts.relay_file import (
@@ -84,12 +85,17 @@ if TYPE_CHECKING:
 
     from dflash_tui.remote.pool import HostPool
 
+# Fresh files of at least this size go through OpenSSH legs (ssh_legs.py), up to
+# LEGS_FILES of them at once; the streams carry the rest.
+LEGS_MIN_BYTES = 64 << 20
+LEGS_FILES = 2
+
 
 def _noop(_event: TransferEvent) -> None:
     return None
 
 
-class HostRelay(StreamPath, RangeScripts):
+class HostRelay(BypassPaths, StreamPath, RangeScripts):
     """One relay between two endpoints: its attempts, phase by phase (see the module doc)."""
 
     def __init__(
@@ -140,6 +146,10 @@ class HostRelay(StreamPath, RangeScripts):
         self._batch: tuple[list[RelayFile], asyncio.Future[small_path.SmallBatch]] | None = None
         # Both hosts' SFTP sessions, where both have one (this attempt's walk opens them).
         self._sftp: tuple[asyncssh.SFTPClient, asyncssh.SFTPClient] | None = None
+        # OpenSSH legs of fresh large files (ssh_legs.py), started while the destination
+        # is checked, by id of their RelayFile; none after a leg failed once.
+        self._legs: dict[int, asyncio.Future[ssh_legs.Legs]] = {}
+        self._legs_spent = False
 
     # ------------------------------------------------------------------ top level
 
@@ -258,6 +268,7 @@ class HostRelay(StreamPath, RangeScripts):
             return
         streamed = SourceTree(tree.is_dir, tree.dirs, self._streamed(tree.files))
         if self._procs_ok(streamed) and not self._procs:
+            assert self.src.host is not None and self.dst.host is not None  # _procs_ok
             count = worker_count(self._split_pieces(streamed), self.options.streams)
             assert self.src.host is not None and self.dst.host is not None  # _procs_ok
             self._procs = [
@@ -277,8 +288,26 @@ class HostRelay(StreamPath, RangeScripts):
         return self._sftp is not None and size <= min(sftp_files.MAX_FILE_BYTES, self.range_bytes)
 
     def _streamed(self, files: list[SourceFile]) -> list[SourceFile]:
-        """The files that will go through the streams (not over SFTP)."""
-        return [f for f in files if not self._sftp_fits(f.size)]
+        """The files that will go through the streams (not over SFTP, nor by OpenSSH legs)."""
+        legs = {id(f) for f in self._by_legs(files)}
+        return [f for f in files if not self._sftp_fits(f.size) and id(f) not in legs]
+
+    def _by_legs(self, files: list[SourceFile]) -> list[SourceFile]:
+        """The large files that go through OpenSSH legs: fresh ones (a resumed or retried
+        transfer goes on by ranges in the streams), host to host, up to LEGS_FILES."""
+        if not (
+            self.options.openssh_legs
+            and not self.resumed
+            and not self._legs_spent
+            and self._sftp is not None
+            and self.use_streams
+            and self.src.host is not None
+            and self.dst.host is not None
+            and ssh_legs.available()
+        ):
+            return []
+        big = [f for f in files if f.size >= LEGS_MIN_BYTES]
+        return big[:LEGS_FILES]
 
     async def _plan(self, tree: SourceTree, probed: list[PathState]) -> None:
         """Where everything lands, one RelayFile per file; the small batch's scripts start."""
@@ -303,6 +332,15 @@ class HostRelay(StreamPath, RangeScripts):
                 force=self.options.force,
             )
             self._batch = (list(self.jobs), asyncio.ensure_future(batch.open()))
+        by_legs = {id(f) for f in self._by_legs([j.file for j in self.jobs])}
+        for job in self.jobs:
+            if id(job.file) in by_legs and not job.written and id(job) not in self._legs:
+                assert self.src.host is not None and self.dst.host is not None
+                legs = ssh_legs.Legs(
+                    self.pool, self.src.host, self.dst.host, job.src_path, job.dst_part,
+                    job.file.size,
+                )  # fmt: skip
+                self._legs[id(job)] = asyncio.ensure_future(legs.start())
 
     async def _check(self, tree: SourceTree) -> list[RelayFile]:
         """Collisions, files already up to date and free space; returns what is to send."""
@@ -364,6 +402,17 @@ class HostRelay(StreamPath, RangeScripts):
     async def _move(self, tree: SourceTree, pending: list[RelayFile]) -> None:
         """Small files over SFTP (or by the small batch), the rest by the streams, or by
         the range scripts where a host has no python3."""
+        by_legs = [j for j in pending if id(j) in self._legs]
+        await self._close_legs(keep={id(j) for j in by_legs})  # of files up to date
+        rest = [j for j in pending if id(j) not in self._legs]
+        if by_legs and rest:
+            await run_all([self._move_by_legs(by_legs), self._move_rest(tree, rest)])
+        elif by_legs:
+            await self._move_by_legs(by_legs)
+        else:
+            await self._move_rest(tree, rest)
+
+    async def _move_rest(self, tree: SourceTree, pending: list[RelayFile]) -> None:
         small = self._small_ok(tree)
         by_sftp = [
             j for j in pending if self._sftp_fits(j.file.size) and not j.written and not j.partial
@@ -387,40 +436,6 @@ class HostRelay(StreamPath, RangeScripts):
                 await self._move_ranges([j for j in pending if not j.done])
         elif pending:
             await self._move_ranges(pending)
-
-    async def _move_sftp(self, jobs: list[RelayFile]) -> None:
-        """Small files over the two SFTP sessions (hosts/sftp_files.py); a file whose copy
-        read back differently stays pending (the streams send it again)."""
-        tracker = self.tracker
-        assert tracker is not None and self._sftp is not None
-        mover = sftp_files.SftpMover(
-            self.src_side, self.dst_side, *self._sftp, force=self.options.force
-        )
-        files = [
-            sftp_files.SftpFile(j.src_path, j.dst_part, j.dst_final, j.file.size, j.file.mode)
-            for j in jobs
-        ]
-        counted = [0] * len(jobs)
-
-        def on_bytes(index: int, n: int) -> None:
-            counted[index] += n
-            self.bytes_sent += n
-            tracker.advance(jobs[index].label, n)
-
-        def on_moved(index: int, moved: sftp_files.Moved) -> None:
-            if moved.ok:
-                self._done(jobs[index], moved.src_sha, moved.dst_sha)
-            else:
-                tracker.rewind(jobs[index].label, counted[index])
-                counted[index] = 0
-
-        try:
-            await mover.run(files, on_bytes, on_moved)
-        except BaseException:
-            for job, n in zip(jobs, counted, strict=True):
-                if not job.done:
-                    tracker.rewind(job.label, n)
-            raise
 
     def _small_ok(self, tree: SourceTree) -> bool:
         """Whether this transfer's files go the small way (no interpreter on the hosts)."""
@@ -463,54 +478,6 @@ class HostRelay(StreamPath, RangeScripts):
             for f in tree.files
             if f.size >= stream_path.SPLIT_MIN_BYTES
         )
-
-    async def _move_small(self, jobs: list[RelayFile]) -> None:
-        """A few small files through sh and coreutils (small.py), by the batch started
-        while the destination was checked; the ones whose hashes differed stay pending
-        for the streams, which send them again."""
-        tracker = self.tracker
-        assert tracker is not None
-        started, self._batch = self._batch, None
-        if started is None or started[0] != self.jobs:
-            if started is not None:
-                with contextlib.suppress(BaseException):
-                    await (await started[1]).close()
-            if not jobs:
-                return
-            files = [
-                small_path.SmallFile(j.src_path, j.dst_part, j.file.size, j.file.mode) for j in jobs
-            ]
-            batch, batch_jobs = (
-                small_path.SmallBatch(
-                    self.src_side, self.dst_side, files, force=self.options.force
-                ),
-                jobs,
-            )
-        else:
-            batch, batch_jobs = await started[1], started[0]
-        wanted = {id(j) for j in jobs}
-        job_of = {id(f): j for f, j in zip(batch.files, batch_jobs, strict=True)}
-        counted: dict[int, int] = {}
-
-        def on_bytes(f: small_path.SmallFile, n: int) -> None:
-            job = job_of[id(f)]
-            counted[id(job)] = counted.get(id(job), 0) + n
-            self.bytes_sent += n
-            tracker.advance(job.label, n)
-
-        try:
-            outcomes = await batch.run([id(j) in wanted for j in batch_jobs], on_bytes)
-        except BaseException:
-            for job in jobs:
-                tracker.rewind(job.label, counted.get(id(job), 0))
-            raise
-        for job, outcome in zip(batch_jobs, outcomes, strict=True):
-            if outcome is None:
-                continue
-            if outcome.state == "ok":
-                self._done(job, outcome.src_sha, outcome.dst_sha)
-            else:
-                tracker.rewind(job.label, counted.get(id(job), 0))
 
     async def _space_check(self, jobs: list[RelayFile]) -> TransferError | None:
         """The free-space error for sending all of `jobs`, or None (free-space check off)."""
@@ -716,6 +683,7 @@ class HostRelay(StreamPath, RangeScripts):
 
     async def _stop(self) -> None:
         """Stop background hashes and close local files (between attempts and at the end)."""
+        await self._close_legs()
         warm, self._warm = self._warm, []
         for started in warm:
             started.cancel()
