@@ -192,3 +192,76 @@ def specforge_results(skip_launch_server: bool = False, model: bool = True) -> d
 
 def specforge_json(**kw: Any) -> str:
     return json.dumps(specforge_results(**kw), indent=4)
+
+
+def vllm_bench_serve(spec: bool = True) -> str:
+    """vllm-project/vllm `vllm bench serve --save-result`: `main` builds `result_json` (setup,
+    traffic, then `**benchmark_result`, `spec_decode_*` only while the server drafts), drops
+    the per-request lists without --save-detailed, and `json.dump`s it."""
+    result: dict[str, Any] = {
+        "date": "20260101-120000",
+        "endpoint_type": "vllm",
+        "backend": "vllm",
+        "label": None,
+        "model_id": "Qwen/Qwen3-8B",
+        "tokenizer_id": "Qwen/Qwen3-8B",
+        "num_prompts": 80,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": 1,
+        "duration": 41.25,
+        "completed": 80,
+        "failed": 0,
+        "total_input_tokens": 9120,
+        "total_output_tokens": 20480,
+        "request_throughput": 1.94,
+        "request_goodput": None,
+        "output_throughput": 496.48,
+        "total_token_throughput": 717.57,
+        "max_output_tokens_per_s": 612.0,
+        "max_concurrent_requests": 1,
+        "mean_ttft_ms": 38.1,
+        "median_ttft_ms": 37.5,
+        "std_ttft_ms": 2.2,
+        "p99_ttft_ms": 44.0,
+    }
+    if spec:
+        result.update(
+            spec_decode_acceptance_rate=48.1,
+            spec_decode_acceptance_length=4.37,
+            spec_decode_num_drafts=4686,
+            spec_decode_draft_tokens=32802,
+            spec_decode_accepted_tokens=15792,
+            spec_decode_per_position_acceptance_rates=[0.91, 0.78, 0.62, 0.49, 0.36, 0.2, 0.11],
+        )
+    return json.dumps(result)
+
+
+def speculators_acceptance_csv() -> str:
+    """vllm-project/speculators `scripts/evaluate/evaluate.py`: its `CsvWriter` (csv.DictWriter,
+    header with the first row) of `extract_spec_decode_metrics` per subset, counts as the
+    float deltas of prometheus counters."""
+    import csv
+
+    rows = []
+    for subset, drafts, accepted, per_pos in (
+        ("HumanEval", 1200.0, 3300.0, [0.9, 0.75, 0.55, 0.35, 0.2, 0.1, 0.0]),
+        ("math_reasoning", 800.0, 2640.0, [0.95, 0.85, 0.7, 0.5, 0.3, 0.2, 0.1]),
+    ):
+        spec: dict[str, Any] = {
+            "num_drafts": drafts,
+            "num_draft_tokens": drafts * 7,
+            "num_accepted_tokens": accepted,
+            "acceptance_length": 1 + accepted / drafts,
+        }
+        for i, rate in enumerate(per_pos):
+            spec[f"acceptance_at_pos_{i}"] = rate
+        spec["subset"] = subset
+        rows.append(spec)
+    columns = ["num_drafts", "num_draft_tokens", "num_accepted_tokens", "acceptance_length"]
+    columns += [f"acceptance_at_pos_{i}" for i in range(7)]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=["subset", *columns], extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()

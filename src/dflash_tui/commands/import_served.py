@@ -35,12 +35,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser(
         COMMAND,
         parents=[common],
-        help="import served benchmark results (z-lab, DDTree, SpecForge) for the leaderboard",
+        help="import served benchmark results (z-lab, DDTree, SpecForge, vLLM, speculators)",
         description="Store the acceptance length a drafter got while decoding for real, with "
         "throughput and speedup, as served rows of the leaderboard (shown beside the offline "
         "rows, never ranked with them). Reads z-lab dflash.benchmark output saved to a file, "
-        "DDTree benchmark.py --save-path .pt files (loaded with weights_only=True) and "
-        "SpecForge bench_eagle3.py results JSON; the format is detected from the content. "
+        "DDTree benchmark.py --save-path .pt files (loaded with weights_only=True), "
+        "SpecForge bench_eagle3.py results JSON, `vllm bench serve --save-result` JSON and "
+        "speculators' evaluate.py acceptance.csv; the format is detected from the content. "
         "Importing the same file again changes nothing.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="a saved benchmark result")

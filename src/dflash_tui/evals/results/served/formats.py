@@ -6,10 +6,19 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from dflash_tui.evals.results.served import ddtree, dflash_served, specforge, zlab
+from dflash_tui.evals.results.served import (
+    ddtree,
+    dflash_served,
+    specforge,
+    speculators_csv,
+    vllm_bench,
+    zlab,
+)
 from dflash_tui.evals.results.served.record import ServedFormatError, ServedReport
 
-READERS: dict[str, ModuleType] = {m.FORMAT: m for m in (zlab, ddtree, specforge, dflash_served)}
+READERS: dict[str, ModuleType] = {
+    m.FORMAT: m for m in (zlab, ddtree, specforge, dflash_served, vllm_bench, speculators_csv)
+}
 FORMAT_NAMES = tuple(READERS)
 
 
@@ -56,7 +65,8 @@ def read_served(
             raise ServedFormatError(
                 path,
                 "not a served-results file this console reads: expected z-lab dflash.benchmark "
-                "output, a DDTree benchmark.py .pt file or a SpecForge bench_eagle3.py JSON "
+                "output, a DDTree benchmark.py .pt file, a SpecForge bench_eagle3.py JSON, a "
+                "`vllm bench serve` result JSON or speculators' acceptance.csv "
                 f"(--format {'|'.join(FORMAT_NAMES)} says which)",
             )
         fmt = found
