@@ -468,6 +468,7 @@ class FixtureSession:
         self._jobs = default_jobs()
         self._baseline = "zlab"
         self.evals_started: list[tuple[str, str]] = []
+        self.benches_started: list[tuple[str, str]] = []
         self.cancelled: list[str] = []
         self.progress_reads: list[tuple[str, str | None]] = []
         self.extra_results: tuple[Row, ...] = ()  # results added by a test (add_result)
@@ -552,6 +553,13 @@ class FixtureSession:
         name = checkpoint if isinstance(checkpoint, str) else checkpoint.name
         self.evals_started.append((name, suite))
         return dataclasses.replace(self._jobs[0], id="20250615-150640-ef56", checkpoint=name)
+
+    async def start_bench(self, checkpoint: Any, suite: str) -> Job:
+        name = checkpoint if isinstance(checkpoint, str) else checkpoint.name
+        self.benches_started.append((name, suite))
+        return dataclasses.replace(
+            self._jobs[0], id="20250615-150650-aa11", checkpoint=name, kind="bench"
+        )
 
     async def cancel_job(self, job_id: str) -> Job:
         self.cancelled.append(job_id)

@@ -52,6 +52,7 @@ TESTED = {
     "leaderboard.evaluate": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
     "leaderboard.baseline": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
     "leaderboard.suite": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
+    "leaderboard.bench": "test_S_benches_the_selected_checkpoint_after_asking",
     "leaderboard.tasks": "test_leaderboard_keys_evaluate_baseline_suite_and_tasks",
     "leaderboard.progress": "test_p_plots_the_runs_progress_and_redraws_on_new_results",
     "jobs.cancel": "test_x_cancels_the_selected_job_after_asking",
@@ -355,6 +356,54 @@ async def test_leaderboard_keys_evaluate_baseline_suite_and_tasks(
         assert app.screen.query_one("DataTable").row_count == 1  # json_parser
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
+
+
+async def test_S_benches_the_selected_checkpoint_after_asking(
+    make_app, session: FixtureSession
+) -> None:
+    from dflash_tui.evals.results.served.board import ServedSection
+    from dflash_tui.evals.results.served.record import ServedEntry
+    from dflash_tui.evals.results.served.store import ServedResult
+
+    bench = ServedEntry(
+        "(suite)",
+        "vllm",
+        4.5,
+        120.0,
+        2.5,
+        48.0,
+        {"engine": "vllm", "k": 15},
+        {"drafts": 100, "past_end": 30},
+    )
+    session.served_sections = (
+        ServedSection(
+            "coding10",
+            (
+                ServedResult(
+                    "zlab", "coding10", "dflash-served", bench, "j.json", "cd" * 32, 1.0, "d"
+                ),
+            ),
+        ),
+    )
+    app = make_app(session)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        pane = app.screen.query_one(LeaderboardPane)
+        labels = [str(c.label) for c in pane.table.columns.values()]
+        assert {"served tau", "speedup", "served - greedy"} <= set(labels), labels
+        row = dict(zip(labels, (str(c) for c in pane.table.get_row_at(0)), strict=True))
+        assert (row["served tau"], row["speedup"]) == ("4.50", "2.50x")
+        # zlab's tau_greedy is 3.12: a gap of 1.38, of which the drafts past max_tokens
+        # explain 0.30; the rest is flagged, never hidden
+        assert row["served - greedy"] == "+1.38 (past end +0.30) !"
+        await pilot.press("S")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert session.benches_started == []
+        await pilot.press("S", "y")
+        await app.workers.wait_for_complete()
+        assert session.benches_started == [("zlab", "coding10")]
 
 
 async def test_x_cancels_the_selected_job_after_asking(make_app, session: FixtureSession) -> None:

@@ -106,9 +106,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def board_beside(served: ServedStore, board: Leaderboard) -> dict[str, ServedBeside]:
     """Each checkpoint's newest served bench on `board`'s suite, beside its offline result."""
-    offline = {
-        r.checkpoint: (r.result.metrics, r.result.tasks) for r in board.rows if r.result is not None
-    }
+    offline = {r.checkpoint: (r.metrics, r.result.tasks if r.result else {}) for r in board.rows}
     return served_beside(
         served.results(board.suite, {r.checkpoint: None for r in board.rows}), offline
     )

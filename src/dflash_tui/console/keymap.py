@@ -90,6 +90,7 @@ ACTIONS: tuple[Action, ...] = (
     # Evals
     Action("leaderboard.evaluate", "evaluate", "Evaluate", "Evaluate the selected checkpoint on this suite (an eval job)", "e", "Evals", footer=True, needs="leaderboard", picks=True),
     Action("leaderboard.baseline", "mark_baseline", "Baseline", "Make the selected checkpoint this suite's baseline", "b", "Evals", footer=True, needs="leaderboard", picks=True),
+    Action("leaderboard.bench", "serve_bench", "Served bench", "Serve the selected checkpoint with the suite host's engine: served tau and speedup beside tau_greedy (a bench job; asks first)", "S", "Evals", needs="leaderboard", picks=True),
     Action("leaderboard.suite", "next_suite", "Next suite", "Show the next suite's leaderboard", "s", "Evals", footer=True, needs="leaderboard"),
     Action("leaderboard.tasks", "open_tasks", "Tasks", "Show the selected checkpoint's results per task", "enter", "Evals", (WIDGET,), needs="leaderboard", picks=True),
     Action("leaderboard.progress", "toggle_progress", "Progress", "Plot the run's eval results against training step, baseline as a line (again to go back)", "p", "Evals", (MAIN, PROGRESS), footer=(PROGRESS,), needs="run"),

@@ -115,6 +115,7 @@ class SessionAPI(Protocol):
     def leaderboard(self, suite: str, *, tasks: bool = False) -> Leaderboard | None: ...
     def served(self, boards: Sequence[Leaderboard]) -> Mapping[str, ServedSection]: ...
     async def start_eval(self, checkpoint: str | CheckpointRef, suite: str) -> Job: ...
+    async def start_bench(self, checkpoint: str | CheckpointRef, suite: str) -> Job: ...
     async def cancel_job(self, job_id: str) -> Job: ...
     def set_baseline(self, suite: str, checkpoint: str | None) -> None: ...
     def progress(self, run: str, suite: str | None = None) -> RunProgress | None: ...
@@ -489,6 +490,15 @@ class ConsoleSession:
         if self._manager is None:
             raise RuntimeError(self.evals_error or "eval jobs are not started yet")
         return await self._manager.start_eval(checkpoint, suite)
+
+    async def start_bench(self, checkpoint: str | CheckpointRef, suite: str) -> Job:
+        """Queue a served bench of `checkpoint` on `suite` with the host's vLLM (the CLI's
+        `dflash-tui bench` defaults); returns the Job. Raises as `start_eval`."""
+        if self._manager is None:
+            raise RuntimeError(self.evals_error or "eval jobs are not started yet")
+        from dflash_tui.evals.jobs.benchjobs import BenchOptions
+
+        return await self._manager.start_bench(checkpoint, suite, BenchOptions())
 
     async def cancel_job(self, job_id: str) -> Job:
         """Cancel an eval job (its preparation here, or its process group on its host)."""

@@ -33,7 +33,7 @@ else:
 
 
 class EvalActions(_AppBase):
-    """`e`, `b`, `s`, `enter` on the leaderboard, `p`, `x` and `t` (`console/keymap.py`)."""
+    """`e`, `S`, `b`, `s`, `enter` on the leaderboard, `p`, `x` and `t` (`console/keymap.py`)."""
 
     if TYPE_CHECKING:
         session: SessionAPI
@@ -64,6 +64,25 @@ class EvalActions(_AppBase):
             )
             return
         self.notify(f"eval of {name} on {suite} queued as job {job.id}", timeout=6)
+
+    def action_serve_bench(self) -> None:
+        pane = self.main.query_one(LeaderboardPane)
+        row, board = pane.selected_row, pane.board
+        if row is None or board is None:
+            return
+        target, suite = row.ref or row.checkpoint, board.suite
+        question = f"Start a served bench of {row.checkpoint} on {suite} (an engine on its host)?"
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.start_bench(target, suite)
+
+        self.push_screen(ConfirmScreen(question), answered)
+
+    @work(group="eval", exit_on_error=False)
+    async def start_bench(self, target: str | CheckpointRef, suite: str) -> None:
+        job = await self.session.start_bench(target, suite)
+        self.notify(f"served bench on {suite}: job {job.id}, {job.describe()}", timeout=8)
 
     def action_mark_baseline(self) -> None:
         pane = self.main.query_one(LeaderboardPane)

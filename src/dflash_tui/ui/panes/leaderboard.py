@@ -32,12 +32,24 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from dflash_tui.evals.results.leaderboard import format_metric, format_ratio
-from dflash_tui.evals.results.served.board import SERVED_LABEL, row_cells
+from dflash_tui.evals.results.served.beside import format_gap, served_beside
+from dflash_tui.evals.results.served.board import (
+    SERVED_LABEL,
+    format_speedup,
+    format_tau,
+    row_cells,
+)
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.actions import binding_for
 from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
 
+# a served bench's numbers beside the offline ones (shown while the suite has one)
+SERVED_LABELS = {
+    "served_tau": "served tau",
+    "served_speedup": "speedup",
+    "served_gap": "served - greedy",
+}
 PLACEHOLDER = (
     "Checkpoints ranked by acceptance length (tau) on each eval suite will appear here, "
     "with acc and streaks, their ratio to the baseline drafter, the training step and when "
@@ -148,16 +160,23 @@ class LeaderboardPane(PaneMixin, Vertical):
         self._width = self.size.width
         wide = self.size.width >= 110
         metrics = list(board.columns)[: MAX_METRICS_WIDE if wide else MAX_METRICS_COMPACT]
+        beside = self._beside(board)
         labels = {
             "rank": "#",
             "checkpoint": "checkpoint",
             "step": "step",
             **{m: m for m in metrics},
             "ratio": f"vs {board.baseline or 'baseline'}",
+            **(SERVED_LABELS if beside else {}),
             "when": "measured",
         }
         rows = [
-            (row.key, self._cells(board, row, row.rank or i, metrics))
+            (
+                row.key,
+                self._served_cells(
+                    self._cells(board, row, row.rank or i, metrics), beside.get(row.checkpoint)
+                ),
+            )
             for i, row in enumerate(board.rows, start=1)
         ]
         keys = self._fit(labels, [cells for _, cells in rows], board.sort)
@@ -193,7 +212,8 @@ class LeaderboardPane(PaneMixin, Vertical):
             for key, label in labels.items()
         }
         beside = ["tau_top1"] if sort == "tau_greedy" else []  # the all-anchor number too
-        first = ["checkpoint", sort, "ratio", "when", "rank", *beside, "acc", "step"]
+        served = [k for k in SERVED_LABELS if k in labels]
+        first = ["checkpoint", sort, *served, "ratio", "when", "rank", *beside, "acc", "step"]
         order = [k for k in first if k in labels] + [k for k in labels if k not in first]
         kept: set[str] = set()
         for key in order:
@@ -268,6 +288,30 @@ class LeaderboardPane(PaneMixin, Vertical):
             if job.suite == suite and job.checkpoint == checkpoint and not job.terminal:
                 return job
         return None
+
+    def _beside(self, board: Any) -> dict[str, Any]:
+        """Each checkpoint's newest served bench on this suite, with its gap to tau_greedy
+        (evals/results/served/beside.py); empty when the suite has none."""
+        section = self._served.get(board.suite)
+        if section is None or not section.rows:
+            return {}
+        offline = {
+            r.checkpoint: (r.metrics, r.result.tasks if r.result else {}) for r in board.rows
+        }
+        return served_beside(section.rows, offline)
+
+    @staticmethod
+    def _served_cells(cells: dict[str, Text], beside: Any | None) -> dict[str, Text]:
+        """The served columns of one row: tau, speedup, and the gap to tau_greedy with the
+        part the drafts past max_tokens explain (`!`: more is left)."""
+        gap = beside.suite_gap if beside is not None else None
+        cells["served_tau"] = Text(format_tau(beside.tau) if beside else "-", justify="right")
+        cells["served_speedup"] = Text(
+            format_speedup(beside.speedup) if beside else "-", justify="right"
+        )
+        style = "bold red" if gap is not None and gap.flagged else ""
+        cells["served_gap"] = Text(format_gap(gap), style=style)
+        return cells
 
     def _cells(self, board: Any, row: Any, rank: int, metrics: list[str]) -> dict[str, Text]:
         """One row; a row outside the default semantics' ranking names its own (`Row.key`)

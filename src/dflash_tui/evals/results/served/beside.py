@@ -115,7 +115,7 @@ def served_beside(
     """The newest served bench per checkpoint, with its gaps to `offline`: checkpoint ->
     (suite metrics, {task: task metrics}) of its offline result (empty when it has none)."""
     newest: dict[str, list[ServedResult]] = {}
-    for r in served:  # newest import first (ServedStore.results)
+    for r in sorted(served, key=lambda r: -r.imported_at):  # newest import first
         if r.format != BENCH_FORMAT:
             continue
         rows = newest.setdefault(r.checkpoint, [])
