@@ -51,23 +51,30 @@ NVIDIA_SMI = """#!/bin/sh
 # (--format=csv,noheader,nounits): --query-gpu with the probe's fields (index, name,
 # util, memory, uuid, temperature, power draw and limit, throttle bitmask; a busy
 # GPU is power capped now and then), and --query-compute-apps=pid,gpu_uuid,used_memory:
-# the k-th process matching "{busy_pattern}" holds GPU k, so GPUs beyond the busy
-# processes sit idle.
+# each process matching "{busy_pattern}" holds `per` GPUs in turn (all but two of them
+# shared out), so a host with a run alive also shows GPUs sitting idle.
 now=$(date +%s)
 pids=$(pgrep -f "{busy_pattern}" 2>/dev/null | sort -n | head -n {count})
+busy=$(printf '%s\n' $pids | grep -c .)
+per=1
+[ "$busy" -gt 0 ] && [ $(( ({count} - 2) / busy )) -gt 1 ] && per=$(( ({count} - 2) / busy ))
 case "$*" in
 *--query-compute-apps*)
-    i=0
+    k=0
     for pid in $pids; do
-        echo "$pid, GPU-5f2c9a1e-7d3b-4e60-9c1a-00000000000$i, $(( 71000 + (now + i * 131) % 4000 - 600 ))"
-        i=$((i + 1))
+        j=0
+        while [ $j -lt $per ]; do
+            i=$(( k * per + j ))
+            echo "$pid, GPU-5f2c9a1e-7d3b-4e60-9c1a-00000000000$i, $(( 71000 + (now + i * 131) % 4000 - 600 ))"
+            j=$((j + 1))
+        done
+        k=$((k + 1))
     done
     exit 0 ;;
 esac
-busy=$(printf '%s\n' $pids | grep -c .)
 i=0
 while [ $i -lt {count} ]; do
-    if [ $i -lt "$busy" ]; then
+    if [ $i -lt $(( busy * per )) ]; then
         util=$(( 88 + (now / 3 + i * 7) % 11 )); mem=$(( 71000 + (now + i * 131) % 4000 ))
         temp=$(( 58 + (now / 7 + i) % 9 )); power="$(( 560 + (now / 2 + i * 13) % 130 )).45"
         if [ $(( (now / 20 + i) % 5 )) -eq 0 ]; then reasons=0x0000000000000004; else reasons=0x0000000000000000; fi
@@ -197,7 +204,12 @@ class DemoCluster:
         shared_bin.mkdir(parents=True, exist_ok=True)
         _write_exe(shared_bin / "pct", PCT_SHIM)
         gpus = {
-            "trainbox": (8, "NVIDIA H100 80GB HBM3", TRAIN_SCRIPT),
+            # This demo's trainers only (another demo on this machine has its own).
+            "trainbox": (
+                8,
+                "NVIDIA H100 80GB HBM3",
+                f"{self.container_root}/workspace/{TRAIN_SCRIPT}",
+            ),
             "evalbox": (1, "NVIDIA H100 80GB HBM3", "dflash-tui/harness/"),
         }
         for host, (count, model, pattern) in gpus.items():

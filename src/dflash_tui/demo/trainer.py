@@ -25,11 +25,22 @@ import time
 BLOCK = 16
 
 
+SHAPE = {"pace": 1.0, "floor": 0.55}  # this run's own curve: set from --seed in main
+
+
+def shape_for(seed: int) -> dict[str, float]:
+    """How fast and how low a run's loss goes, fixed by its seed, so that runs compared
+    in the console's plots differ as real runs do (0.6x to 1.6x the pace)."""
+    shape = random.Random(seed * 7919)
+    return {"pace": shape.uniform(0.6, 1.6), "floor": 0.55 + shape.uniform(-0.1, 0.1)}
+
+
 def curves(step: int, total: int, rng: random.Random) -> dict[str, float]:
     """Loss, acc, lr, throughput at `step`, with a little noise."""
     progress = step / max(total, 1)
-    loss = 0.55 + 1.05 * math.exp(-step / 9000.0) + rng.gauss(0, 0.025)
-    acc = 0.15 + 0.50 * (1 - math.exp(-step / 12000.0)) + rng.gauss(0, 0.008)
+    pace, floor = SHAPE["pace"], SHAPE["floor"]
+    loss = floor + (1.6 - floor) * math.exp(-step * pace / 9000.0) + rng.gauss(0, 0.025)
+    acc = 0.15 + 0.50 * (1 - math.exp(-step * pace / 12000.0)) + rng.gauss(0, 0.008)
     warmup = min(1.0, step / 1000.0)
     lr = 3e-4 * warmup * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
     ktok = 41.0 + rng.gauss(0, 1.2)
@@ -140,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     rng = random.Random(args.seed)
+    SHAPE.update(shape_for(args.seed))
     os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
     now = time.time()
     step = 0

@@ -280,7 +280,7 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
     def _gpu_lines(
         self, out: Text, host: str, gpu: GpuInfo, width: int, bar_w: int, alive: list[str]
     ) -> None:
-        """A GPU's bars, then its temperature, power, throttling and owners (on the same
+        """A GPU's bars, then its temperature, power, owners and throttling (on the same
         line where the pane is wide enough, else on one of their own)."""
         start = len(out)
         util = None if gpu.util_pct is None else gpu.util_pct / 100
@@ -300,6 +300,8 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         extra = Text(no_wrap=True)
         self._gpu_state(extra, gpu)
         self._gpu_owners(extra, host, gpu, alive)
+        if gpu.throttle_reasons:
+            extra.append("  throttled: " + ", ".join(gpu.throttle_reasons), self._style("warn"))
         if not extra.plain.strip():
             out.append("\n")
             return
@@ -311,15 +313,12 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         out.append("\n")
 
     def _gpu_state(self, out: Text, gpu: GpuInfo) -> None:
-        """`64C  612/700W  throttled: power cap` (what nvidia-smi reported of it)."""
+        """`64C  612/700W` (what nvidia-smi reported of it)."""
         if gpu.temp_c is not None:
             out.append(f" {gpu.temp_c:>3.0f}C")
         if gpu.power_w is not None:
             limit = f"/{gpu.power_limit_w:.0f}" if gpu.power_limit_w else ""
             out.append(f" {gpu.power_w:>4.0f}{limit}W")
-        reasons = gpu.throttle_reasons
-        if reasons:
-            out.append(" throttled: " + ", ".join(reasons), self._style("warn"))
 
     def _gpu_owners(self, out: Text, host: str, gpu: GpuInfo, alive: list[str]) -> None:
         """`slammed5 pid 4242 69.1 GiB` per process; an idle GPU while a run is alive."""
