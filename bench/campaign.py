@@ -25,8 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from jump_console import jump_topology  # noqa: E402
 
-from tests.checkpoints.test_inspect import big_drafter  # noqa: E402
-from tests.evals.test_preflight import BIG_CONFIG  # noqa: E402
+from tests.checkpoints.drafters import BIG_CONFIG, big_drafter  # noqa: E402
 from tests.testbed import hosts_toml, sshd_host_entry  # noqa: E402
 
 CLI = [str(ROOT / ".venv" / "bin" / "dflash-tui")]

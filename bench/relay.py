@@ -77,7 +77,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from tests.testbed import ClientKey, SshdHost, hosts_toml, sshd_host_entry  # noqa: E402
+from tests.testbed import (  # noqa: E402
+    ClientKey,
+    SshdHost,
+    hosts_toml,
+    sha256_file,
+    sshd_host_entry,
+)
 from tests.transfer.hosts import HomeSshdHost, make_ssh_home  # noqa: E402
 from tests.transfer.netns import (  # noqa: E402
     Namespace,
@@ -101,14 +107,6 @@ def _tree_cpu_s(pid: int) -> float:
 def _children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb", buffering=0) as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _write_random(path: Path, size: int) -> str:
@@ -365,7 +363,7 @@ def main() -> None:
                 elapsed, dst = getattr(bench, METHODS[name][1].__name__)()
                 time.sleep(0.5)  # let sshd reap the finished sessions
                 cpu = bench.cpu_s() - cpu0
-                got = _sha256(dst)
+                got = sha256_file(dst)
                 if got != bench.sha:
                     raise SystemExit(f"{name}: WRONG COPY sha256 {got} != {bench.sha}")
                 dst.unlink()
@@ -437,7 +435,9 @@ def _write_results_tree(root: Path, files: int = 200) -> int:
 
 
 def _tree_sha(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def _load() -> str:
@@ -727,7 +727,7 @@ def netns_main(args: argparse.Namespace) -> None:
                             b - a for a, b in zip(before_sessions, bench.sessions(), strict=True)
                         ]
                         sessions[item] = (counted[0], counted[1], counted[2], counted[3])
-                    got = _tree_sha(dst) if item == TREE else _sha256(dst)
+                    got = _tree_sha(dst) if item == TREE else sha256_file(dst)
                     if got != want:
                         raise SystemExit(f"{name} {item}: WRONG COPY")
                     shutil.rmtree(dst) if dst.is_dir() else dst.unlink()

@@ -45,6 +45,7 @@ from tests.testbed import (  # noqa: E402
     SshdHost,
     free_port,
     hosts_toml,
+    sha256_file,
     sshd_host_entry,
     wait_for_port,
 )
@@ -65,14 +66,6 @@ c = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1")
 c.download_fileobj(sys.argv[2], sys.argv[3], sys.stdout.buffer,
                    Config=TransferConfig(multipart_chunksize=16 << 20, max_concurrency=4))
 """
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def object_sha(client, bucket: str, key: str) -> str:  # type: ignore[no-untyped-def]
@@ -120,7 +113,7 @@ class Bench:
         with self.src.open("wb") as handle:
             for _ in range(size // (1 << 20)):
                 handle.write(os.urandom(1 << 20))
-        self.sha = sha256(self.src)
+        self.sha = sha256_file(self.src)
         self.s3.upload_file(str(self.src), self.bucket, "bench/source.bin")
         self.n = 0
 
@@ -169,7 +162,7 @@ class Bench:
         self.n += 1
         dst = self.host.home / f"down{self.n}.bin"
         elapsed = self._cli("bk:source.bin", f"a:{dst}")
-        assert sha256(dst) == self.sha
+        assert sha256_file(dst) == self.sha
         dst.unlink()
         return elapsed
 
@@ -184,7 +177,7 @@ class Bench:
         subprocess.run([*self._ssh(), f"cat > {dst}"], stdin=get.stdout, check=True)
         get.wait()
         elapsed = time.perf_counter() - started
-        assert sha256(dst) == self.sha
+        assert sha256_file(dst) == self.sha
         dst.unlink()
         return elapsed
 

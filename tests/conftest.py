@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.testbed import SSHD, ClientKey, SshdHost, hosts_toml, sshd_host_entry
+from tests.testbed import ClientKey, SshdHost, hosts_toml, require_sshd, sshd_host_entry
 
 
 @pytest.fixture(autouse=True)
@@ -33,15 +32,10 @@ def client_key(tmp_path_factory: pytest.TempPathFactory) -> ClientKey:
     return ClientKey.generate(tmp_path_factory.mktemp("client-key"))
 
 
-def _require_sshd() -> None:
-    if not os.path.exists(SSHD):
-        pytest.skip("OpenSSH sshd is not installed (`make test` installs openssh-server on Debian)")
-
-
 @pytest.fixture
 def sshd_factory(tmp_path: Path, client_key: ClientKey) -> Iterator[Callable[..., SshdHost]]:
     """Start any number of sshd hosts; all are stopped at the end of the test."""
-    _require_sshd()
+    require_sshd()
     started: list[SshdHost] = []
 
     def start(name: str = "host", **kwargs: Any) -> SshdHost:

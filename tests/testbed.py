@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import random
 import shutil
@@ -395,3 +396,20 @@ class FaultyServer:
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
+
+
+def require_sshd() -> None:
+    """Skip the calling test when OpenSSH's sshd is not installed."""
+    import pytest
+
+    if not os.path.exists(SSHD):
+        pytest.skip("OpenSSH sshd is not installed (`make test` installs openssh-server on Debian)")
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file's bytes, read in chunks (large test files stay out of memory)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 import torch
 
-LAYER_IDS = (1, 3)
-MAX_NEW = 12
-
-
-@dataclass(frozen=True)
-class TinyTarget:
-    dir: Path
-    prompts: Path
-
-
-def write_prompts(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.cachebuild.tiny_target import TinyTarget, write_prompts
 
 
 @pytest.fixture(scope="session")

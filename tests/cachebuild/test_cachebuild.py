@@ -12,8 +12,7 @@ from safetensors.torch import load_file
 from dflash_tui.shipped.cachebuild import build as build_mod
 from dflash_tui.shipped.cachebuild import cli
 from dflash_tui.shipped.harness.cache import read_manifest
-
-from .conftest import LAYER_IDS, MAX_NEW, TinyTarget, write_prompts
+from tests.cachebuild.tiny_target import LAYER_IDS, MAX_NEW, TinyTarget, write_prompts
 
 
 def run_build(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict]]:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.checkpoints.test_inspect import DRAFTER_CONFIG, write_safetensors
+from tests.checkpoints.drafters import DRAFTER_CONFIG, write_safetensors
 
 SMALL = {  # 82,368 parameters in F32: the demo drafter's size
     "fc.weight": ("F32", [64, 1280]),

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from dflash_tui.checkpoints import inspect_local
-from tests.checkpoints.test_inspect import DRAFTER_CONFIG, big_drafter
+from tests.checkpoints.drafters import DRAFTER_CONFIG, big_drafter
 
 
 def test_inspect_names_the_fields_the_harness_refuses(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ job runs on its host; new processes re-attach, collect and rank it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import signal
 import sqlite3
@@ -20,7 +19,8 @@ from dflash_tui.core.config import load_config
 from dflash_tui.evals.jobs.job import Job, JobStore
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.remote import HostPool
-from tests.evals.conftest import Cluster, pgroup_alive
+from tests.evals.cluster import Cluster, pgroup_alive
+from tests.testbed import sha256_file
 
 DEADLINE_S = 60
 
@@ -51,10 +51,6 @@ def _wait_for_running(cluster: Cluster, proc: subprocess.Popen[str]) -> dict[str
     raise AssertionError("the job never started")
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def test_relayed_eval_survives_console_kill_and_reaches_the_leaderboard(cluster: Cluster) -> None:
     # 1. Start the eval of `student` (it lives on `store`) and follow it, as the console does.
     console = subprocess.Popen(
@@ -70,7 +66,7 @@ def test_relayed_eval_survives_console_kill_and_reaches_the_leaderboard(cluster:
     copy = Path(str(job["remote_checkpoint_path"]))
     assert copy.is_relative_to(cluster.gpu.home / ".cache/dflash-tui/checkpoints")
     for name in ("config.json", "model.safetensors"):
-        assert _sha(copy / name) == _sha(cluster.paths["student"] / name)
+        assert sha256_file(copy / name) == sha256_file(cluster.paths["student"] / name)
     # Suite `coding` says device = "cpu": the harness is told so, no GPU is picked.
     assert "--device cpu" in str(job["command"]) and job["gpu"] is None
     assert "CUDA_VISIBLE_DEVICES" not in str(job["command"])

@@ -16,7 +16,7 @@ from pathlib import Path
 from safetensors import safe_open
 
 from dflash_tui.demo.synthetic import save_safetensors
-from tests.evals.conftest import Assets, place
+from tests.evals.cluster import Assets, place
 from tests.harness.foreign_layouts import read_samples, write_specforge, write_speculators
 from tests.testbed import SshdHost
 

@@ -21,7 +21,7 @@ from dflash_tui.evals.jobs.job import Job, JobStore, JobUpdated, new_job_id
 from dflash_tui.evals.jobs.manager import JobError, JobManager, open_eval_state
 from dflash_tui.evals.jobs.ownership import local_process_start
 from dflash_tui.remote import HostPool
-from tests.evals.conftest import SECRET, Cluster, pgroup_alive
+from tests.evals.cluster import SECRET, Cluster, pgroup_alive
 from tests.waiting import async_wait_until
 
 

@@ -12,7 +12,7 @@ import pytest
 from dflash_tui import cli
 from dflash_tui.core.config import load_config
 from dflash_tui.remote import HostPool
-from tests.evals.conftest import Cluster
+from tests.evals.cluster import Cluster
 
 
 async def in_a_shell(cluster: Cluster, host: str, line: str):  # type: ignore[no-untyped-def]

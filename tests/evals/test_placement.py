@@ -3,7 +3,6 @@ again when it was overwritten in place (same names and sizes, other bytes)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -12,11 +11,8 @@ from dflash_tui.evals.discovery.targets import CheckpointRef
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.jobs.placement import STAMP_NAME, place_checkpoint
 from dflash_tui.remote import HostPool
-from tests.evals.conftest import Cluster
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+from tests.evals.cluster import Cluster
+from tests.testbed import sha256_file
 
 
 def _overwrite_tail(path: Path, n: int = 64) -> None:
@@ -48,18 +44,18 @@ async def test_an_overwritten_source_is_relayed_again(cluster: Cluster) -> None:
             # Overwritten in place between two evals: the next one must not use the old copy.
             weights = source / "model.safetensors"
             _overwrite_tail(weights)
-            assert _sha(weights) != _sha(copy / "model.safetensors")
+            assert sha256_file(weights) != sha256_file(copy / "model.safetensors")
             changed = await place_checkpoint(pool, conn, ref, "gpu")
             assert changed.relayed and not changed.reused
-            assert _sha(copy / "model.safetensors") == _sha(weights)
-            assert _sha(copy / "config.json") == _sha(source / "config.json")
+            assert sha256_file(copy / "model.safetensors") == sha256_file(weights)
+            assert sha256_file(copy / "config.json") == sha256_file(source / "config.json")
             assert (await place_checkpoint(pool, conn, ref, "gpu")).reused
 
             # The copy itself altered on the eval host: not trusted either.
             _overwrite_tail(copy / "model.safetensors")
             os.utime(copy / "model.safetensors", (0, 0))
             assert (await place_checkpoint(pool, conn, ref, "gpu")).relayed
-            assert _sha(copy / "model.safetensors") == _sha(weights)
+            assert sha256_file(copy / "model.safetensors") == sha256_file(weights)
 
             # A copy without a stamp (made by an older console) is checked by sha256 on both
             # hosts, which sends nothing when the bytes already match.

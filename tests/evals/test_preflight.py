@@ -14,25 +14,8 @@ import pytest
 
 from dflash_tui import cli
 from dflash_tui.evals.jobs.preflight import REFUSED
-from tests.checkpoints.test_inspect import big_drafter
-from tests.evals.conftest import Cluster, place
-
-BIG_CONFIG = {  # a Qwen3-8B-sized DFlash drafter of 5 layers, as z-lab writes it
-    "architectures": ["DFlashDraftModel"],
-    "model_type": "qwen3",
-    "hidden_size": 5120,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "intermediate_size": 17408,
-    "num_hidden_layers": 5,
-    "vocab_size": 151936,
-    "rms_norm_eps": 1e-6,
-    "rope_theta": 1000000,
-    "block_size": 16,
-    "num_target_layers": 64,
-    "dflash_config": {"mask_token_id": 151669, "target_layer_ids": [1, 9, 17, 25, 33]},
-}
+from tests.checkpoints.drafters import BIG_CONFIG, big_drafter
+from tests.evals.cluster import Cluster, place
 
 
 def _written_under(home: Path) -> list[str]:

@@ -17,7 +17,7 @@ from dflash_tui.commands.eval import _print
 from dflash_tui.core.config import ConfigError, load_config, parse_config
 from dflash_tui.evals.jobs.manager import JobError, JobManager, open_eval_state
 from dflash_tui.remote import HostPool
-from tests.evals.conftest import Cluster
+from tests.evals.cluster import Cluster
 
 CAUSAL_SUITE = """
 [[suites]]

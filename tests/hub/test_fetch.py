@@ -15,7 +15,7 @@ import pytest
 from dflash_tui.checkpoints import best_copy
 from dflash_tui.transfer.hub.fetch import HubError, fetch
 from tests.hub.fakehub import COMMIT, FakeHub, Repo
-from tests.transfer.conftest import relay_env
+from tests.transfer.files import relay_env
 
 pytest.importorskip("huggingface_hub")
 

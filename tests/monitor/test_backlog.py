@@ -14,7 +14,7 @@ from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote import HostPool
 from tests.monitor.biglog import TOTAL, write_big_log
-from tests.monitor.conftest import Collector, eventually
+from tests.monitor.helpers import Collector, eventually
 from tests.testbed import SshdHost
 
 

@@ -11,7 +11,7 @@ import time
 from dflash_tui.core.config import load_config
 from dflash_tui.monitor import Monitor, RunState, RunStateChanged
 from dflash_tui.remote import HostPool
-from tests.monitor.conftest import remote_processes_mentioning
+from tests.monitor.helpers import remote_processes_mentioning
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -189,9 +189,9 @@ async def _reopen(config_path: Path, folder: Path) -> list[AcceptanceDropped]:
 
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory, client_key: ClientKey) -> Iterator[Seen]:
-    from tests.conftest import _require_sshd
+    from tests.testbed import require_sshd
 
-    _require_sshd()
+    require_sshd()
     root = tmp_path_factory.mktemp("field-logs")
     host = SshdHost(root=root / "sshd-a", client_key=client_key).start()
     try:

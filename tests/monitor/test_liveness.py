@@ -31,7 +31,7 @@ from dflash_tui.monitor.liveness import (
 from dflash_tui.monitor.tail import LogTail
 from dflash_tui.remote import HostPool, HostUnreachable
 from dflash_tui.remote.command import shell_join
-from tests.monitor.conftest import Collector, eventually
+from tests.monitor.helpers import Collector, eventually
 from tests.testbed import ClientKey, SshdHost, connect_directly
 
 

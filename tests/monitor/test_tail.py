@@ -13,7 +13,7 @@ from pathlib import Path
 from dflash_tui.core.config import load_config
 from dflash_tui.monitor.tail import LogPosition, LogTail
 from dflash_tui.remote import HostPool
-from tests.monitor.conftest import Collector, eventually, remote_processes_mentioning
+from tests.monitor.helpers import Collector, eventually, remote_processes_mentioning
 from tests.testbed import SshdHost
 from tests.waiting import async_wait_until
 

@@ -21,10 +21,10 @@ from dflash_tui.console.session import ConsoleSession
 from dflash_tui.core.config import load_config
 from dflash_tui.demo.cluster import DemoCluster, DemoRun
 from dflash_tui.notify import Notice, Outcome
-from tests.conftest import _require_sshd
 from tests.demo_on_sshd import sshd_server_factory
 from tests.notify.hookserver import HookServer
 from tests.notify.watch_process import start_watch
+from tests.testbed import require_sshd
 from tests.waiting import async_wait_until
 
 REFRESH_S = 0.5
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 
 async def test_host_down_and_back_is_one_message_each(tmp_path: Path, hook: HookServer) -> None:
-    _require_sshd()
+    require_sshd()
     cluster = DemoCluster(
         tmp_path / "demo",
         trainer_interval_s=0.3,

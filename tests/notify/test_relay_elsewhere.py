@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.notify.hookserver import HookServer
 from tests.notify.watch_process import start_watch
 from tests.testbed import SshdHost
-from tests.transfer.conftest import random_file
+from tests.transfer.files import random_file
 from tests.waiting import wait_until
 
 MIB = 1 << 20

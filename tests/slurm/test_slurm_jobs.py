@@ -21,7 +21,7 @@ from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.evals.jobs.preflight import REFUSED
 from dflash_tui.evals.results.progress import build_progress
 from dflash_tui.remote import HostPool
-from tests.evals.conftest import Assets, assets, place  # noqa: F401 - the session fixture
+from tests.evals.cluster import Assets, assets, place  # noqa: F401 - the session fixture
 from tests.slurm.slurmbed import SlurmCluster
 from tests.testbed import SshdHost
 

@@ -17,8 +17,8 @@ from dflash_tui.transfer import (
     relay,
     resume_transfer,
 )
-from tests.stores.conftest import S3Env
-from tests.transfer.conftest import part_files, random_file, relay_env
+from tests.stores.s3env import S3Env
+from tests.transfer.files import part_files, random_file, relay_env
 
 MIB = 1 << 20
 SMALL = RelayOptions(range_bytes=5 * MIB, streams=3, retries=0)

@@ -9,9 +9,9 @@ from dflash_tui.checkpoints import inspect, inspect_local, locate, parse_locatio
 from dflash_tui.core.config import load_config
 from dflash_tui.remote import HostPool
 from dflash_tui.transfer import RelayOptions, relay
-from tests.checkpoints.test_inspect import DRAFTER_CONFIG, write_safetensors
-from tests.stores.conftest import S3Env
-from tests.transfer.conftest import relay_env
+from tests.checkpoints.drafters import DRAFTER_CONFIG, write_safetensors
+from tests.stores.s3env import S3Env
+from tests.transfer.files import relay_env
 
 MIB = 1 << 20
 

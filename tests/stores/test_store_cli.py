@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.stores.conftest import S3Env, files_containing
-from tests.transfer.conftest import random_file
+from tests.stores.s3env import S3Env, files_containing
+from tests.transfer.files import random_file
 
 MIB = 1 << 20
 SRC = str(Path(__file__).resolve().parents[2] / "src")

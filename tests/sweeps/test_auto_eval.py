@@ -24,7 +24,7 @@ from dflash_tui.evals.jobs import job as J
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.evals.results.progress import build_progress
 from dflash_tui.remote import HostPool
-from tests.evals.conftest import Assets, assets, place  # noqa: F401 - the session fixture
+from tests.evals.cluster import Assets, assets, place  # noqa: F401 - the session fixture
 from tests.testbed import SshdHost
 
 DEADLINE_S = 120

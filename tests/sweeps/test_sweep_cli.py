@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from tests.evals.conftest import Assets, assets, place  # noqa: F401 - the session fixture
+from tests.evals.cluster import Assets, assets, place  # noqa: F401 - the session fixture
 from tests.testbed import SshdHost
 
 

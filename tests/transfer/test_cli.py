@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from dflash_tui.cli import main
-from tests.transfer.conftest import random_file
+from tests.transfer.files import random_file
 
 MIB = 1 << 20
 

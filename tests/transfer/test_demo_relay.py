@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from dflash_tui.transfer import RelayOptions, relay
-from tests.transfer.conftest import random_file, relay_env
+from tests.transfer.files import random_file, relay_env
 
 
 async def test_relay_from_evalbox_into_the_trainbox_container(demo_cluster) -> None:

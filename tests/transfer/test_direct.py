@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dflash_tui.transfer import RelayOptions, check_direct, relay
 from tests.testbed import ClientKey
-from tests.transfer.conftest import part_files, random_file, relay_env
+from tests.transfer.files import part_files, random_file, relay_env
 from tests.transfer.hosts import make_ssh_home
 
 MIB = 1 << 20

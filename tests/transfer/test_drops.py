@@ -26,16 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.transfer.conftest import part_files, random_file
+from tests.testbed import sha256_file
+from tests.transfer.files import part_files, random_file
 
 MIB = 1 << 20
 SIZE = 32 * MIB
 TRIALS = 10
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _relay(config: Path, src: str, dst: str) -> subprocess.Popen[str]:
@@ -165,7 +162,7 @@ def test_random_drops_end_in_a_verified_copy_every_time(isolated_pair, write_con
         assert proc.returncode == 0, f"trial {trial} ({how} at {at}): {err[-1500:]}{events[-3:]}"
         verified = [e for e in events if e["event"] == "file_verified"]
         assert verified and verified[0]["sha256_src"] == verified[0]["sha256_dst"] == sha
-        assert _sha(final) == sha
+        assert sha256_file(final) == sha
         assert not part_files(b.home)
         finished = next(e for e in events if e["event"] == "transfer_finished")
         resent = finished["bytes_sent"] - SIZE

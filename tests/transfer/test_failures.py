@@ -11,7 +11,7 @@ import pytest
 
 from dflash_tui.transfer import RelayOptions, TransferError, list_transfers, relay
 from tests.testbed import free_port
-from tests.transfer.conftest import part_files, random_file, relay_env
+from tests.transfer.files import part_files, random_file, relay_env
 
 MIB = 1 << 20
 FAST = RelayOptions(range_bytes=MIB, retries=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dflash_tui.transfer import RelayOptions, TransferError, check_direct, relay
-from tests.transfer.conftest import part_files, random_file, relay_env, tree_digest
+from tests.transfer.files import part_files, random_file, relay_env, tree_digest
 
 MIB = 1 << 20
 

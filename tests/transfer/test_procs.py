@@ -4,7 +4,6 @@ connections (made by the pool's code from the same config), on real sshd hosts."
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import os
 import sys
@@ -13,14 +12,11 @@ from pathlib import Path
 
 from dflash_tui.transfer import RelayOptions, relay
 from dflash_tui.transfer.hosts import procs as procs_module
-from tests.transfer.conftest import cut_connections, part_files, random_file, relay_env
+from tests.testbed import sha256_file
+from tests.transfer.files import cut_connections, part_files, random_file, relay_env
 
 MIB = 1 << 20
 SIZE = 40 * MIB + 11
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _small_split(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -57,7 +53,7 @@ async def test_a_large_file_moves_through_worker_processes(
         result = await relay(pool, conn, f"a:{a.home}/dir", f"b:{b.home}/", options=options)
     assert runs and sum(n for _, n in runs) == 6, runs  # 40 MiB in stripes of 8 MiB
     assert len({pid for pid, _ in runs}) == len(runs) == procs_module.worker_count(6, 3)
-    assert _sha(b.home / "dir" / "big.bin") == sha
+    assert sha256_file(b.home / "dir" / "big.bin") == sha
     by_name = {f.path: f for f in result.files}
     assert by_name["big.bin"].sha256_src == by_name["big.bin"].sha256_dst == sha
     assert result.bytes_sent == SIZE + 700 and not part_files(b.home)
@@ -77,7 +73,7 @@ async def test_without_worker_processes_the_same_file_moves_in_this_process(
             pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin", options=options
         )
     assert not runs
-    assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_dst
+    assert sha256_file(b.home / "big.bin") == sha == result.files[0].sha256_dst
 
 
 async def test_a_worker_that_cannot_read_the_config_leaves_its_pieces_here(
@@ -97,7 +93,7 @@ async def test_a_worker_that_cannot_read_the_config_leaves_its_pieces_here(
             pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin", options=options
         )
     assert not runs
-    assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_dst
+    assert sha256_file(b.home / "big.bin") == sha == result.files[0].sha256_dst
     assert not part_files(b.home)
 
 
@@ -129,7 +125,7 @@ async def test_a_split_file_is_hashed_at_the_destination_as_its_pieces_land(
         )
     assert [label for label, _ in whole_hashes] == ["a"], whole_hashes  # the source only
     assert result.files[0].sha256_src == result.files[0].sha256_dst == sha
-    assert _sha(b.home / "big.bin") == sha and not part_files(b.home)
+    assert sha256_file(b.home / "big.bin") == sha and not part_files(b.home)
 
 
 async def test_the_cli_moves_pieces_through_workers_as_told(
@@ -152,7 +148,7 @@ async def test_the_cli_moves_pieces_through_workers_as_told(
         )  # fmt: skip
         assert code == 0, err
         assert bool(runs) is used, (flag, runs)
-        assert _sha(dst) == sha
+        assert sha256_file(dst) == sha
 
 
 async def test_a_drop_under_worker_processes_is_retried_and_resends_little(
@@ -203,7 +199,10 @@ async def test_a_drop_under_worker_processes_is_retried_and_resends_little(
     assert killed, "no progress came while the source's streams were held"
     assert runs and any(isinstance(e, Retrying) for e in events)
     assert (
-        _sha(b.home / "big.bin") == sha == result.files[0].sha256_src == result.files[0].sha256_dst
+        sha256_file(b.home / "big.bin")
+        == sha
+        == result.files[0].sha256_src
+        == result.files[0].sha256_dst
     )
     # in flight at the drop: at most one unfinished range per stream, each resent whole
     assert result.bytes_sent - size < options.streams * RANGE, result.bytes_sent - size

@@ -20,7 +20,7 @@ from dflash_tui.transfer import (
 )
 from dflash_tui.transfer.completion import CompletionError
 from tests.testbed import SshdHost
-from tests.transfer.conftest import part_files, random_file, relay_env, tree_digest
+from tests.transfer.files import part_files, random_file, relay_env, tree_digest
 
 MIB = 1 << 20
 SMALL = RelayOptions(range_bytes=1 * MIB, streams=3, retries=0)

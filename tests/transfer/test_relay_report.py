@@ -9,7 +9,7 @@ from dflash_tui.cli import main
 from dflash_tui.console.session import ConsoleSession
 from dflash_tui.core.config import load_config
 from dflash_tui.core.units import size
-from tests.transfer.conftest import random_file
+from tests.transfer.files import random_file
 
 MIB = 1 << 20
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import shlex
 from pathlib import Path
@@ -19,15 +18,12 @@ from dflash_tui.transfer import (
     relay,
 )
 from dflash_tui.transfer.ledger import TransferLedger
-from tests.transfer.conftest import cut_connections, part_files, random_file, relay_env
+from tests.testbed import sha256_file
+from tests.transfer.files import cut_connections, part_files, random_file, relay_env
 
 MIB = 1 << 20
 SIZE = 48 * MIB
 RANGE = 8 * MIB
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _killer(host, events: list, at_bytes: int):  # type: ignore[no-untyped-def]
@@ -71,7 +67,7 @@ async def test_dropped_source_is_retried_and_only_unfinished_ranges_are_resent(
         )  # fmt: skip
     assert killed, "the connection was never killed"
     assert any(isinstance(e, Retrying) for e in events)
-    assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_dst
+    assert sha256_file(b.home / "big.bin") == sha == result.files[0].sha256_dst
     # At most what was in flight when the source's link dropped went out twice (the
     # destination, still connected, reports how far it wrote before its stream closes).
     resent = result.bytes_sent - SIZE
@@ -115,7 +111,7 @@ async def test_interrupted_relay_resumes_on_rerun_sending_only_the_rest(
     assert started.resumed and started.bytes_verified == done
     assert result.resumed and result.transfer_id == record.id and record.state == "done"
     assert result.bytes_sent == SIZE - done
-    assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_src
+    assert sha256_file(b.home / "big.bin") == sha == result.files[0].sha256_src
     assert not part_files(b.home)
 
 
@@ -146,7 +142,7 @@ async def test_resume_resends_a_recorded_range_that_no_longer_matches(
     async with relay_env(config) as (pool, conn):
         result = await relay(pool, conn, src, dst, options=RelayOptions(range_bytes=RANGE))
     assert result.bytes_sent == SIZE - done + RANGE
-    assert _sha(b.home / "big.bin") == sha
+    assert sha256_file(b.home / "big.bin") == sha
 
 
 def _corrupt_once(marker: Path) -> str:
@@ -177,7 +173,7 @@ async def test_corruption_on_the_way_is_caught_and_only_the_bad_range_is_resent(
             options=RelayOptions(range_bytes=RANGE, streams=1),
         )  # fmt: skip
     assert (b.home / "w.bin.part.corrupted").is_dir()  # the fault really fired
-    assert _sha(b.home / "w.bin") == sha == result.files[0].sha256_dst
+    assert sha256_file(b.home / "w.bin") == sha == result.files[0].sha256_dst
     assert result.bytes_sent == size + RANGE
 
 
@@ -214,7 +210,7 @@ async def test_a_large_file_moves_in_pieces_at_once_and_survives_a_drop(
         )  # fmt: skip
     assert started[0] == 6, started  # 48 MiB in six stripes of 8 MiB
     assert killed and any(isinstance(e, Retrying) for e in events)
-    assert _sha(b.home / "big.bin") == sha == result.files[0].sha256_src
+    assert sha256_file(b.home / "big.bin") == sha == result.files[0].sha256_src
     assert result.files[0].sha256_dst == sha
     # in flight at the drop: at most one unfinished range per stream, each resent whole
     assert result.bytes_sent - SIZE < options.streams * RANGE, result.bytes_sent - SIZE

@@ -12,7 +12,7 @@ import pytest
 
 from dflash_tui.transfer import RelayOptions, TransferError, relay
 from tests.testbed import SshdHost
-from tests.transfer.conftest import part_files, random_file, relay_env, tree_digest
+from tests.transfer.files import part_files, random_file, relay_env, tree_digest
 
 MIB = 1 << 20
 # What a `pyenv init` in ~/.bashrc costs every command sshd starts.

@@ -17,7 +17,7 @@ from dflash_tui.transfer import RelayOptions, TransferError, relay
 from dflash_tui.transfer.hosts import small as small_path
 from dflash_tui.transfer.plan import inspect_paths
 from dflash_tui.transfer.sides import RemoteSide
-from tests.transfer.conftest import part_files, random_file, relay_env, tree_digest
+from tests.transfer.files import part_files, random_file, relay_env, tree_digest
 
 MIB = 1 << 20
 SSHD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -32,8 +32,8 @@ from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.ui import app as app_module
 from dflash_tui.ui.app import DflashApp
-from tests.conftest import _require_sshd
 from tests.demo_on_sshd import sshd_server_factory
+from tests.testbed import require_sshd
 from tests.ui.keys import send_keys
 
 # One run of 1500 events keeps `make test` near 9 minutes on 2 cores; the soak is bench/monkey.py.
@@ -73,7 +73,7 @@ class MonkeyApp(DflashApp):
 
 @pytest.fixture(scope="module")
 def demo_on_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoCluster]:
-    _require_sshd()
+    require_sshd()
     cluster = DemoCluster(
         tmp_path_factory.mktemp("monkey-demo"),
         trainer_interval_s=0.3,

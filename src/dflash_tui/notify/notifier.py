@@ -23,7 +23,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dflash_tui.core import notify_settings as ev
@@ -204,7 +204,3 @@ class Notifier:
             except Exception:
                 log.exception("notify outcome callback failed")
         return outcome
-
-
-def describe_targets(targets: Sequence[Target]) -> list[str]:
-    return [t.name for t in targets]

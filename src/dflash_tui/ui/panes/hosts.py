@@ -88,7 +88,6 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         "hosts--name",
         "hosts--warn",
     }
-    DEFAULT_CSS = "HostsPane { overflow-x: hidden; overflow-y: auto; }"
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)

@@ -105,10 +105,6 @@ class JobsPane(PaneMixin, VerticalScroll):
         "jobs--dim",
         "jobs--heading",
     }
-    DEFAULT_CSS = """
-    JobsPane > Static { width: 1fr; height: auto; }
-    JobsPane > JobsTable { height: auto; }
-    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -77,12 +77,6 @@ class ServedTable(Guarded, DataTable):
 class LeaderboardPane(PaneMixin, Vertical):
     pane_name = "leaderboard"
     can_focus = True
-    DEFAULT_CSS = """
-    LeaderboardPane > #board-caption { height: auto; }
-    LeaderboardPane > LeaderboardTable { height: 1fr; }
-    LeaderboardPane > #served-caption { height: 1; padding: 0 1; text-style: bold; }
-    LeaderboardPane > ServedTable { max-height: 40%; }  /* height: set by _draw_served */
-    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -65,12 +65,6 @@ class LogPane(PaneMixin, Vertical):
     """Title line, the log, and a filter input that `/` opens."""
 
     pane_name = "log"
-    DEFAULT_CSS = """
-    LogPane > #log-title { height: 1; }
-    LogPane > Log { height: 1fr; overflow-x: auto; }  /* wrapped rows: no bar to scroll */
-    LogPane > Input { display: none; height: 1; border: none; padding: 0 1; }
-    LogPane > Input.-open { display: block; }
-    """
 
     class FilterSubmitted(Message):
         """The user asked for lines containing `text` (None: all lines)."""

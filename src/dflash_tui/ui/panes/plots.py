@@ -181,12 +181,6 @@ class PlotsPane(PaneMixin, Vertical):
 
     pane_name = "plots"
     can_focus = True
-    DEFAULT_CSS = """
-    PlotsPane > #plots-title { height: 1; }
-    PlotsPane > #charts { layout: vertical; height: 1fr; }
-    PlotsPane.-row > #charts { layout: horizontal; }
-    PlotsPane.-row ChartView { margin-right: 1; }
-    """
 
     def __init__(self, *, stacked: bool, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -167,7 +167,6 @@ def _line_counts(out: Text, view: RunView) -> None:
 class DetailScreen(Guarded, Screen[None]):
     BINDINGS = actions.bindings(actions.DETAIL)
     screen_name = actions.DETAIL
-    DEFAULT_CSS = "DetailScreen #detail-body { width: 1fr; height: auto; padding: 0 1; }"
 
     def __init__(self, run: str) -> None:
         super().__init__()

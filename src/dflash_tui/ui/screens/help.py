@@ -80,12 +80,6 @@ class HelpScreen(DismissOnce, Guarded, ModalScreen[None]):
         Binding("home,g", "scroll_end(0)", "Top", show=False),
         Binding("end,G", "scroll_end(1)", "Bottom", show=False),
     ]
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: 150; max-width: 98%; height: 90%; }
-    HelpScreen VerticalScroll { height: 1fr; }
-    HelpScreen #help-body { text-wrap: nowrap; }
-    """
 
     def __init__(self, keymap: Mapping[str, str], config_name: str) -> None:
         super().__init__()

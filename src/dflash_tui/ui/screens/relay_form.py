@@ -67,14 +67,6 @@ class RelayForm(DismissOnce, Guarded, ModalScreen[tuple[str, str] | None]):
         Binding("shift+tab", "step(-1)", "Previous field", show=False, priority=True),
         Binding("enter", "enter", "Next / start", show=False, priority=True),
     ]
-    DEFAULT_CSS = """
-    RelayForm { align: center middle; }
-    RelayForm > Vertical { width: 90; max-width: 96%; height: auto; padding: 0 1; }
-    RelayForm Input { margin: 0; }
-    RelayForm .candidates { height: 1; color: $text-muted; }
-    RelayForm Horizontal { height: auto; align-horizontal: right; }
-    RelayForm Button { margin: 0 0 0 1; min-width: 10; }
-    """
     FIELDS = ("src", "dst")
 
     def __init__(self, hosts: Sequence[str], lister: Lister, *, stores: Sequence[str] = ()) -> None:
