@@ -102,3 +102,14 @@ def test_a_lazy_series_answers_its_length_and_last_values_without_building_colum
     for name in ("steps", "loss", "loss_ema", "acc", "acc_ema", "tok_s", "lr"):
         assert lazy.last_value(name) == built.last_value(name), name
     assert len(built) == len(lazy) == 200
+
+
+def test_series_times_are_the_lines_own_else_their_arrival() -> None:
+    # The plots' wall-time axis: a line's timestamp, else when it arrived, else missing.
+    h = History()
+    h.add(point(10, 1.0, time=1_700_000_000.0), recv=5.0)
+    h.add(point(20, 0.9), recv=1_700_000_030.0)
+    h.add(point(30, 0.8))
+    times = h.series().time
+    assert times[:2] == (1_700_000_000.0, 1_700_000_030.0) and math.isnan(times[2])
+    assert LazySeries(h).time == times
