@@ -1,1 +1,1 @@
-"""The programs uploaded to GPU hosts and run there with the host's python: the eval harness and the cache builder. They import nothing else of ours."""
+"""The programs uploaded to GPU hosts and run there with the host's python: the eval harness, the cache builder and the served bench. They import nothing else of ours."""

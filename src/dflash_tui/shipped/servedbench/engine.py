@@ -45,12 +45,17 @@ class EngineSpec:
     port: int
     extra: tuple[str, ...] = ()
 
+    def _dtype(self) -> list[str]:
+        """`--dtype` only when asked: "auto" leaves it to the engine (or to the host's
+        engine command, which may carry its own `--dtype`)."""
+        return [] if self.dtype == "auto" else ["--dtype", self.dtype]
+
     def argv(self) -> list[str]:
         """The full engine command line (vLLM: `vllm serve` or its api_server module)."""
         argv = list(self.command)
         if self.engine == "sglang":
             argv += ["--model-path", self.target, "--host", "127.0.0.1", "--port", str(self.port)]
-            argv += ["--dtype", self.dtype, "--trust-remote-code"]
+            argv += ["--trust-remote-code", *self._dtype()]
             if self.drafter is not None:
                 argv += ["--speculative-algorithm", "DFLASH"]
                 argv += ["--speculative-draft-model-path", self.drafter]
@@ -60,7 +65,7 @@ class EngineSpec:
             argv += ["serve", self.target]
         else:
             argv += ["--model", self.target]
-        argv += ["--host", "127.0.0.1", "--port", str(self.port), "--dtype", self.dtype]
+        argv += ["--host", "127.0.0.1", "--port", str(self.port), *self._dtype()]
         argv += ["--served-model-name", "dflash-bench"]
         if self.drafter is not None:
             config = {"method": "dflash", "model": self.drafter, "num_speculative_tokens": self.k}
