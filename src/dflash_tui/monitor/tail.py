@@ -262,34 +262,34 @@ class _Reader:
                 raise _Desync(f"started at {at}, expected {self.splitter.offset}")
             self.file_id = file_id
             self.started = True
-            t._missing = False
+            t.set_missing(False)
             if int(at) == 0:
-                t._resume = LogPosition(file_id, 0, b"")
+                t.restart_at(LogPosition(file_id, 0, b""))
         elif kind == b"R":
             self._flush()
             self.file_id = rest.decode()
             self.splitter.reset(0)
-            t._resume = LogPosition(self.file_id, 0, b"")
-            t._notice("rotated", f"{t.path} was rotated; following the new file")
+            t.restart_at(LogPosition(self.file_id, 0, b""))
+            t.notice("rotated", f"{t.path} was rotated; following the new file")
         elif kind == b"T":
             self._flush()
             self.splitter.reset(0)
-            t._resume = LogPosition(self.file_id, 0, b"")
-            t._notice("truncated", f"{t.path} was truncated; reading it again from the start")
+            t.restart_at(LogPosition(self.file_id, 0, b""))
+            t.notice("truncated", f"{t.path} was truncated; reading it again from the start")
         elif kind == b"O":
-            t._notice("rotated", f"{t.path} was rotated while disconnected; reading the rest of it")
+            t.notice("rotated", f"{t.path} was rotated while disconnected; reading the rest of it")
         elif kind == b"L":
             self.splitter.reset(0)
             self.file_id = None
-            t._resume = LogPosition(None, 0, b"")
-            t._notice(
+            t.restart_at(LogPosition(None, 0, b""))
+            t.notice(
                 "lost",
                 f"{t.path} was rotated while disconnected and the old file is gone; "
                 "lines written to it after the last one shown are lost",
             )
         elif kind == b"M":
-            t._missing = True
-            t._notice("missing", f"{t.path} does not exist on {t.host}; waiting for it")
+            t.set_missing(True)
+            t.notice("missing", f"{t.path} does not exist on {t.host}; waiting for it")
         else:
             raise _Desync(f"unexpected output {line[:60]!r}")
 
@@ -314,7 +314,7 @@ class _Reader:
     def _emit(self, lines: list[RawLine]) -> None:
         if lines:
             file_id = self.file_id
-            self.tail._push(
+            self.tail.push(
                 [TailLine(clean_line(r.data), LogPosition(file_id, r.end, r.tail)) for r in lines]
             )
 
@@ -450,14 +450,24 @@ class LogTail:
         self._drained.set()
         return TailBatch(tuple(lines), tuple(notices), self._position, self._last_batch)
 
-    def _push(self, lines: list[TailLine]) -> None:
+    def push(self, lines: list[TailLine]) -> None:
+        """Lines the reader decoded: buffered for the next batch."""
         self._lines.extend(lines)
         self._resume = lines[-1].position
         if len(self._lines) >= self.max_buffered_lines:
             self._drained.clear()
         self._wakeup.set()
 
-    def _notice(self, kind: str, detail: str) -> None:
+    def set_missing(self, missing: bool) -> None:
+        """The reader saw the file missing (True) or present (False)."""
+        self._missing = missing
+
+    def restart_at(self, position: LogPosition) -> None:
+        """Where a new connection starts reading (the reader saw a new file or a cut)."""
+        self._resume = position
+
+    def notice(self, kind: str, detail: str) -> None:
+        """Something the tail's consumer should be told (reconnected, rotated, ...)."""
         self._notices.append(TailNotice(kind, detail, self.clock()))
         self._wakeup.set()
 
@@ -492,7 +502,7 @@ class LogTail:
                     self.connected = True
                     self.error = None
                     if self.connects > 1 and not restarted:
-                        self._notice("connected", f"reconnected to {self.host}")
+                        self.notice("connected", f"reconnected to {self.host}")
                     restarted = False
                     await self._pump(stream, reader)
             except RestartStream:
@@ -513,7 +523,7 @@ class LogTail:
             self.connected = False
             self.error = reason
             if was_connected and not self._closed:
-                self._notice("disconnected", f"lost the tail of {self.path}: {reason}")
+                self.notice("disconnected", f"lost the tail of {self.path}: {reason}")
             # A stream that got going was cut off: resume at once. One that never
             # started (script failing, host refusing) backs off; the pool adds its
             # own backoff for connection failures.

@@ -319,7 +319,7 @@ class HostPool:
 
     # ------------------------------------------------------------------ commands
     @contextlib.asynccontextmanager
-    async def _process(
+    async def open_process(
         self, name: str, command: RemoteCommand, encoding: str | None
     ) -> AsyncIterator[asyncssh.SSHClientProcess[Any]]:
         """Start `command` on a pooled channel slot; the slot is held until the block ends."""
@@ -407,7 +407,7 @@ class HostPool:
 
         timed_out = False
         kill: asyncio.Task[None] | None = None
-        async with self._process(name, launched, encoding) as process:
+        async with self.open_process(name, launched, encoding) as process:
             try:
                 # A run is never interactive: stdin always ends, also when `input` is
                 # empty or None, or a command that reads stdin would wait forever.
@@ -646,7 +646,7 @@ class RemoteStream:
         self._stack = contextlib.AsyncExitStack()
         try:
             self.process = await self._stack.enter_async_context(
-                self.pool._process(self.host, command, self.encoding)
+                self.pool.open_process(self.host, command, self.encoding)
             )
             if self.kill_on_exit:
                 first = await self.process.stdout.readline()
