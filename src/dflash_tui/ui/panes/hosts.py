@@ -50,7 +50,8 @@ def gpu_name(name: str) -> str:
 
 def owner_of(proc: GpuProcess, host: str, runs: Sequence[RunView], jobs: Sequence[Any]) -> str:
     """Who a GPU process belongs to: a run of this host (its pid or session is one of the
-    run's processes'), an eval job here (its pid, a session leader, or that session),
+    run's processes'), a job here, named by its kind (`eval ab12`, `bench`, `cache`:
+    the job's pid, a session leader, is the process or its session),
     or, unknown, its command's first word (`?` when the probe could not see it)."""
     for run in runs:
         if run.host != host:
@@ -61,7 +62,7 @@ def owner_of(proc: GpuProcess, host: str, runs: Sequence[RunView], jobs: Sequenc
     for job in jobs:
         pid = getattr(job, "pid", None)
         if getattr(job, "host", None) == host and pid and pid in (proc.pid, proc.sid):
-            return f"job {str(job.id)[-4:]}"
+            return f"{getattr(job, 'kind', 'job')} {str(job.id)[-4:]}"  # eval, bench, cache
     word = proc.command.split(None, 1)[0] if proc.command else "?"
     return word.rsplit("/", 1)[-1][:20]
 
