@@ -8,8 +8,14 @@ of real hosts (nvidia_gpu_exporter's internal/captures, driver 590.48.01).
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
+from dflash_tui.core.config import load_config
 from dflash_tui.monitor.gpu import GpuProcess, parse_gpu_csv
-from dflash_tui.monitor.liveness import parse_probe
+from dflash_tui.monitor.liveness import parse_probe, probe_argv, probe_input
+from dflash_tui.remote import HostPool
+from tests.testbed import SshdHost
 
 UUID = "GPU-8d3f2b1c-41a7-5e09-b2c4-7f1e0a9d6c35"
 MIG_UUID = "GPU-1c9e7a52-0b3d-4f86-a1e2-93d5c7b40f18"
@@ -70,3 +76,55 @@ def test_the_probe_joins_compute_apps_to_gpus() -> None:
     probe = parse_probe(out, 1)
     assert probe.runs[0].processes[0].sid == 11300  # a run's session: matches its GPU's
     assert [len(g.processes) for g in probe.gpus] == [2, 1, 0]
+
+
+def _fake_smi(folder: Path, script: str) -> list[str]:
+    """An exec_prefix whose PATH has this nvidia-smi stand-in first."""
+    folder.mkdir()
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + script)
+    smi.chmod(0o755)
+    return ["env", f"PATH={folder}:/usr/local/bin:/usr/bin:/bin"]
+
+
+async def test_the_probe_over_ssh_joins_a_real_process_to_its_gpu(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    # A process of its own session holds the GPU; the stand-in answers each query as
+    # nvidia-smi does (a field list it knows, the compute apps with that pid).
+    holder = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        script = (
+            'case "$*" in\n'
+            f'*--query-compute-apps*) echo "{holder.pid}, {UUID}, 2566" ;;\n'
+            f'*) echo "{GPU_LINES[0]}" ;;\n'
+            "esac\n"
+        )
+        prefix = _fake_smi(tmp_path / "new", script)
+        config = write_config({"gpu": (sshd, {"exec_prefix": prefix})})
+        async with HostPool(load_config(config)) as pool:
+            result = await pool.run("gpu", probe_argv(), input=probe_input([]), timeout=20)
+        probe = parse_probe(result.stdout, 0)
+        assert probe.gpu_error is None and probe.gpus[0].temp_c == 59.0
+        assert probe.gpus[0].processes == (GpuProcess(holder.pid, 2566.0, holder.pid, "sleep 300"),)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+async def test_an_nvidia_smi_that_rejects_a_field_is_asked_the_basic_ones(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    script = (
+        'case "$*" in\n'
+        '*clocks_throttle_reasons*) echo \'Field "clocks_throttle_reasons.active" is not a '
+        "valid field to query.'; exit 2 ;;\n"
+        '*--query-gpu=*) echo "0, NVIDIA A100-SXM4-80GB, 97, 70000, 81920" ;;\n'
+        "esac\n"
+    )
+    config = write_config({"gpu": (sshd, {"exec_prefix": _fake_smi(tmp_path / "old", script)})})
+    async with HostPool(load_config(config)) as pool:
+        result = await pool.run("gpu", probe_argv(), input=probe_input([]), timeout=20)
+    probe = parse_probe(result.stdout, 0)
+    assert probe.gpu_error is None and [g.name for g in probe.gpus] == ["NVIDIA A100-SXM4-80GB"]
+    assert probe.gpus[0].util_pct == 97.0 and probe.gpus[0].uuid is None
