@@ -442,6 +442,18 @@ def _raise_script_error(out: bytes, where: str, status: int | None) -> None:
         raise CheckpointError(f"{where}: reading the checkpoint failed (exit status {status})")
 
 
+def _frame_head(rest: str, line: str, where: str) -> tuple[str, str, int, int]:
+    """`<kind> <name> <size> <n>` of an F record; a garbled one (the link cut it, or the
+    host's shell is not the one the script expects) is a CheckpointError naming `where`."""
+    kind, _, rest = rest.partition(" ")
+    words = rest.rsplit(" ", 2)
+    if len(words) == 3 and words[1].isascii() and words[1].isdigit():
+        name, size, n = words
+        if n.isascii() and n.isdigit():
+            return kind, name, int(size), int(n)
+    raise CheckpointError(f"{where}: unexpected output from the inspect script: {line[:120]!r}")
+
+
 def _parse_frames(
     out: bytes, where: str
 ) -> tuple[bytes | None, bytes | None, list[str], dict[str, tuple[int, bytes]], dict[str, str]]:
@@ -459,28 +471,27 @@ def _parse_frames(
         pos = end + 1
         tag, _, rest = line.partition(" ")
         if tag == "F":
-            kind, rest = rest.split(" ", 1)
-            name, size, n = rest.rsplit(" ", 2)
-            data = out[pos : pos + int(n)]
-            pos += int(n)
+            kind, name, size, n = _frame_head(rest, line, where)
+            data = out[pos : pos + n]
+            pos += n
             if kind == "config":
                 config_raw = data
             elif kind == "index":
                 index_raw = data
             else:
                 order.append(name)
-                if len(data) < int(n) or int(n) == 0:
+                if len(data) < n or n == 0:
                     raise CheckpointError(f"{where}/{name}: truncated safetensors header")
-                headers[name] = (int(size), data)
+                headers[name] = (size, data)
         elif tag == "H":
-            name, digest = rest.rsplit(" ", 1)
+            name, _, digest = rest.rpartition(" ")
             digests[name] = digest
         elif tag == "M":
             order.append(rest)
         elif tag == "X":
-            name, n = rest.rsplit(" ", 1)
+            name, _, n_text = rest.rpartition(" ")
             raise CheckpointError(
-                f"{where}/{name}: not a safetensors file (header length {n} is implausible)"
+                f"{where}/{name}: not a safetensors file (header length {n_text} is implausible)"
             )
     return config_raw, index_raw, order, headers, digests
 

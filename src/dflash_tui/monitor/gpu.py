@@ -20,6 +20,7 @@ some drivers; used memory is `[N/A]` under Windows' WDDM).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -91,9 +92,10 @@ class GpuInfo:
 def _field(text: str) -> float | None:
     text = text.strip()
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None  # "[N/A]", "[Not Supported]", ""
+    return value if math.isfinite(value) else None
 
 
 def _hex(text: str) -> int | None:
@@ -107,9 +109,9 @@ def _hex(text: str) -> int | None:
 def _gpu_line(line: str) -> GpuInfo | None:
     """One `--query-gpu` line (GPU_FIELDS or BASIC_GPU_FIELDS); None if it is not one."""
     fields = [f.strip() for f in line.split(",")]
-    index = _field(fields[0]) if fields else None
-    if index is None or index != int(index):
-        return None
+    if not (fields[0].isascii() and fields[0].isdigit()):
+        return None  # nvidia-smi's index is a plain number (not inf, nan or -1)
+    index = int(fields[0])
     if len(fields) >= 10 and fields[-5].startswith(("GPU-", "[")):
         name = ",".join(fields[1:-8]).strip()
         util, used, total, uuid, temp, power, limit, throttle = fields[-8:]

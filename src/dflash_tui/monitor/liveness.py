@@ -23,6 +23,7 @@ log line for longer than the stall threshold), `dead` (no process), or
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -288,6 +289,15 @@ def _process(rest: str) -> tuple[int, int, ProcessInfo] | None:
 
 def parse_probe(text: str, n_runs: int) -> HostProbe:
     """Read the probe's output; raises ValueError if it is not the probe's output."""
+    try:
+        return _read_probe(text, n_runs)
+    except (ValueError, IndexError) as exc:  # a line cut or garbled on the way
+        if str(exc).startswith("unexpected probe output"):
+            raise
+        raise ValueError(f"unexpected probe output ({exc}): {text[:200]!r}") from None
+
+
+def _read_probe(text: str, n_runs: int) -> HostProbe:
     host_now: float | None = None
     own_pid, own_sid = -1, 0
     ancestors: set[int] = set()
@@ -336,7 +346,7 @@ def parse_probe(text: str, n_runs: int) -> HostProbe:
             ps_lines.append(rest)
         elif tag == "END":
             ended = True
-    if host_now is None or not ended or len(runs) != n_runs:
+    if host_now is None or not math.isfinite(host_now) or not ended or len(runs) != n_runs:
         raise ValueError(f"unexpected probe output: {text[:200]!r}")
     result = []
     for run in runs:

@@ -58,6 +58,10 @@ _VLLM_COUNTERS = (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED, VLLM_PER_POSITI
 _COUNTERS = frozenset((*_VLLM_COUNTERS, SGLANG_GENERATED))
 _GAUGES = frozenset((SGLANG_LENGTH, SGLANG_RATE, SGLANG_THROUGHPUT))
 
+MAX_POSITIONS = 64
+"""Draft positions kept per report: a `position` label past this is no draft's (vLLM's
+speculative tokens number a few, a DFlash block 16), and would cost a tuple that long."""
+
 Series = tuple[str, tuple[tuple[str, str], ...]]
 """A sample's name and its labels, sorted: one time series."""
 
@@ -89,12 +93,19 @@ def parse_scrape(text: str) -> Scrape:
     created: dict[Series, float] = {}
     gauges: dict[str, list[float]] = defaultdict(list)
     started: float | None = None
-    for family in text_string_to_metric_families(text):
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError as exc:  # its parser often says nothing (a bare ValueError)
+        said = f": {str(exc)[:200]}" if str(exc) else ""
+        raise ValueError(f"not the Prometheus text exposition format{said}") from None
+    for family in families:
         for sample in family.samples:
             name = sample.name
-            if math.isnan(sample.value):
+            if not math.isfinite(sample.value):
                 continue  # not a number to diff or average
             if name in _COUNTERS:
+                if sample.value < 0:
+                    continue  # a counter never goes below 0: not one to diff
                 counters[(name, tuple(sorted(sample.labels.items())))] = sample.value
             elif name.endswith("_created") and name[: -len("_created")] + "_total" in _COUNTERS:
                 key = (name[: -len("_created")] + "_total", tuple(sorted(sample.labels.items())))
@@ -184,7 +195,7 @@ class MetricsWindow:
         for (name, labels), delta in deltas.items():
             if name == VLLM_PER_POSITION:
                 position = dict(labels).get("position", "")
-                if position.isdigit():
+                if position.isascii() and position.isdigit() and int(position) < MAX_POSITIONS:
                     positions[int(position)] += delta
             else:
                 totals[name] += delta

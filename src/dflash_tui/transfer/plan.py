@@ -89,7 +89,7 @@ async def walk_source(side: Side, src: Endpoint) -> SourceTree:
     records = [r for r in out.stdout.split(b"\0") if r]
     tree = SourceTree(is_dir=False)
     for index, raw in enumerate(records):
-        kind, size, mode, mtime, rel = raw.decode("utf-8", "surrogateescape").split(" ", 4)
+        kind, size, mode, mtime, rel = _walk_record(raw, side.label)
         if index == 0:
             if kind == "d":
                 tree.is_dir = True
@@ -104,7 +104,7 @@ async def walk_source(side: Side, src: Endpoint) -> SourceTree:
         if kind == "d":
             tree.dirs.append(rel)
         elif kind == "f":
-            tree.files.append(SourceFile(rel, int(size), int(mode, 8), mtime))
+            tree.files.append(SourceFile(rel, size, mode, mtime))
         elif kind == "u":
             raise TransferError(
                 f"{src.join(rel)}: permission denied (cannot read)", kind="permission"
@@ -134,9 +134,33 @@ async def inspect_paths(side: Side, paths: list[str]) -> list[PathState]:
         if len(lines) != len(batch):
             raise TransferError(f"{side.label}: unexpected answer while inspecting the destination")
         for line in lines:
-            kind, size = line.split()
-            states.append(PathState(kind, int(size)))
+            words = line.split()
+            if len(words) != 2 or words[0] not in _KINDS or not _is_count(words[1]):
+                raise TransferError(
+                    f"{side.label}: unexpected answer while inspecting the destination: {line[:80]!r}"
+                )
+            states.append(PathState(words[0], int(words[1])))
     return states
+
+
+_KINDS = frozenset("dfopn")  # INSPECT's kinds
+
+
+def _is_count(word: str) -> bool:
+    return word.isascii() and word.isdigit()
+
+
+def _walk_record(raw: bytes, host: str) -> tuple[str, int, int, str, str]:
+    """`TYPE SIZE MODE MTIME RELPATH` of one WALK record; a record cut short or garbled
+    on the way is a TransferError naming the host."""
+    words = raw.decode("utf-8", "surrogateescape").split(" ", 4)
+    if len(words) == 5 and _is_count(words[1]) and words[2].isascii():
+        kind, size, mode, mtime, rel = words
+        try:
+            return kind, int(size), int(mode, 8), mtime, rel
+        except ValueError:
+            pass
+    raise TransferError(f"{host}: unexpected answer while listing the source: {raw[:80]!r}")
 
 
 async def probe_destination(side: Side, src: Endpoint, dst: Endpoint) -> list[PathState]:

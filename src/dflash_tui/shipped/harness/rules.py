@@ -88,6 +88,10 @@ def _lookup(raw: dict[str, Any], name: str) -> Any:
     return raw.get(name)
 
 
+MAX_LAYERS = 1024
+"""More layers than any model has: a config saying so is broken, not big."""
+
+
 def _int(raw: dict[str, Any], name: str, problems: Problems, default: int | None = None) -> int:
     value = _lookup(raw, name)
     if value is None:
@@ -144,6 +148,10 @@ def parse_config(raw: dict[str, Any], source: str) -> DrafterConfig:
     kv_heads = _int(raw, "num_key_value_heads", p, default=heads or None)
     head_dim = _int(raw, "head_dim", p, default=(hidden // heads) if heads else None)
     layers = _int(raw, "num_hidden_layers", p)
+    if not 0 <= layers <= MAX_LAYERS:
+        # every per-layer list below has this many entries: 10**12 would never finish
+        p.add(f"num_hidden_layers: {layers} is not a drafter's (expected 0 to {MAX_LAYERS})")
+        layers = 0
     layer_ids = _lookup(raw, "target_layer_ids")
     if layer_ids is None:
         p.add("target_layer_ids: missing (expected under dflash_config or at the top level)")

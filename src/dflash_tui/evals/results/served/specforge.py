@@ -22,6 +22,7 @@ included); several runs are averaged, as the script's `print_results` does.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,14 @@ def detect(data: bytes) -> bool:
 
 def _mean(metrics: list[Mapping[str, Any]], key: str) -> float | None:
     values = [float(m[key]) for m in metrics if isinstance(m.get(key), (int, float))]
-    return sum(values) / len(values) if values else None
+    values = [v for v in values if math.isfinite(v)]  # JSON's NaN/Infinity: no measurement
+    mean = sum(values) / len(values) if values else None
+    return mean if mean is None or math.isfinite(mean) else None
+
+
+def _batch(config: Mapping[str, Any]) -> str:
+    """A config's batch size as a key (a broken file may hold a list there)."""
+    return repr(config.get("batch_size"))
 
 
 def read(data: bytes, path: Path, *, task: str | None = None) -> ServedReport:
@@ -79,7 +87,7 @@ def read(data: bytes, path: Path, *, task: str | None = None) -> ServedReport:
                 "'accept_length' (bench_eagle3.py's layout)",
             )
         baseline = {
-            c.get("batch_size"): _mean(c["metrics"], "output_throughput")
+            _batch(c): _mean(c["metrics"], "output_throughput")
             for c in configs
             if c.get("steps") == 0
         }
@@ -90,7 +98,7 @@ def read(data: bytes, path: Path, *, task: str | None = None) -> ServedReport:
             if not metrics:
                 raise ServedFormatError(path, f"{bench}[{i}]: 'metrics' is empty")
             throughput = _mean(metrics, "output_throughput")
-            base = baseline.get(config.get("batch_size"))
+            base = baseline.get(_batch(config))
             external = config.get("steps") is None
             details: dict[str, Any] = {
                 "runs": len(metrics),

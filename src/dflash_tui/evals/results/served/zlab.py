@@ -27,6 +27,7 @@ becomes one entry.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -93,9 +94,10 @@ def detect(data: bytes) -> bool:
 def _number(text: str) -> float | None:
     text = text.strip().removesuffix("tok/s").removesuffix("s").strip().replace(",", "")
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None  # "nan", "1e400": no number printed
 
 
 def _histogram(text: str) -> list[float] | None:
@@ -107,9 +109,10 @@ def _histogram(text: str) -> list[float] | None:
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         return None
     try:
-        return [round(float(v.rstrip("%")) / 100, 6) for v in values]
+        shares = [round(float(v.rstrip("%")) / 100, 6) for v in values]
     except ValueError:
         return None
+    return shares if all(math.isfinite(x) for x in shares) else None
 
 
 def read(data: bytes, path: Path, *, task: str | None = None) -> ServedReport:
