@@ -38,16 +38,22 @@ _NUMBERISH = st.sampled_from(
 _FIELD = st.one_of(_NUMBERISH, st.text(max_size=12))
 _GPU_LINE = st.builds(
     lambda fields, sep: sep.join(fields),
-    st.lists(_FIELD, min_size=1, max_size=7),
+    st.lists(
+        _FIELD | st.sampled_from(["GPU-1f2e", "MIG-3", "0x0000000000000004"]),
+        min_size=1,
+        max_size=11,
+    ),
     st.sampled_from([", ", ",", " , "]),
 )
 _GPU_LINES = st.lists(st.one_of(_GPU_LINE, st.text(max_size=40)), max_size=12)
 
 
 @FUZZ
-@given(_GPU_LINES)
-def test_nvidia_smi_csv_gives_gpus_or_its_words(lines: list[str]) -> None:
-    gpus, error = within_bounds(lambda: parse_gpu_csv(lines))
+@given(_GPU_LINES, _GPU_LINES, st.lists(st.lists(_FIELD, max_size=4).map(" ".join), max_size=4))
+def test_nvidia_smi_csv_gives_gpus_or_its_words(
+    lines: list[str], apps: list[str], ps: list[str]
+) -> None:
+    gpus, error = within_bounds(lambda: parse_gpu_csv(lines, apps, ps))
     for gpu in gpus:
         assert isinstance(gpu.index, int) and gpu.index >= 0
         for value in (gpu.util_pct, gpu.mem_used_mib, gpu.mem_total_mib):

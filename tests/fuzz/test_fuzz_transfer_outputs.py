@@ -161,3 +161,9 @@ def test_a_garbled_probe_line_is_an_error_naming_the_host() -> None:
             HOST,
         )
         assert isinstance(got, TransferError), text
+
+
+def test_a_negative_free_space_is_unknown() -> None:
+    """Found by the fuzzer: df's `-1` became -1024 bytes free (a disk full that is not)."""
+    free, where = asyncio.run(free_bytes(CannedSide(b"-1 /data\n"), "/data/x"))
+    assert (free, where) == (None, "/data")

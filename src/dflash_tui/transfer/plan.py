@@ -224,10 +224,9 @@ async def free_bytes(side: Side, path: str) -> tuple[int | None, str]:
             return await sftp.free_bytes(client, path)
     out = await side.run(argv(FREE_KIB, path))
     kib, _, where = out.text.strip().partition(" ")
-    try:
-        return (int(kib) * 1024 if out.ok else None), where or path
-    except ValueError:
-        return None, where or path
+    if not (out.ok and _is_count(kib)):
+        return None, where or path  # df said nothing usable (or "-1"): unknown, not full
+    return int(kib) * 1024, where or path
 
 
 def _parent(path: str) -> str:
