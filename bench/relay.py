@@ -333,6 +333,11 @@ def main() -> None:
         help="--netns: the hosts' ~/.bashrc runs a real `pyenv init -` (pyenv installed here)",
     )
     parser.add_argument(
+        "--console",
+        action="store_true",
+        help="--netns: also time a second relay from a running console (pool already open)",
+    )
+    parser.add_argument(
         "--netns-prefix", default=NETNS_PREFIX, help="--netns: namespace name prefix"
     )
     parser.add_argument(
@@ -566,6 +571,33 @@ class NetnsBench:
         self.run_no += 1
         return self.dst_dir / f"copy{self.run_no}"
 
+    def relay_console(self, src: Path) -> tuple[float, Path, dict[str, float]]:
+        """A second relay from a running console: connections already open, nothing to
+        import; timed from the call to its result (the first relay warms the pool)."""
+        import asyncio
+
+        from dflash_tui.core.config import load_config
+        from dflash_tui.remote.pool import HostPool
+        from dflash_tui.transfer import open_transfer_state, relay
+
+        warm, dst = self._dst(), self._dst()
+
+        async def twice() -> float:
+            config = load_config(self.config)
+            conn = open_transfer_state(config.console.state_dir)
+            try:
+                async with HostPool(config) as pool:
+                    await relay(pool, conn, f"eval:{src}", f"train:{warm}")
+                    started = time.perf_counter()
+                    await relay(pool, conn, f"eval:{src}", f"train:{dst}")
+                    return time.perf_counter() - started
+            finally:
+                conn.close()
+
+        elapsed = asyncio.run(twice())
+        shutil.rmtree(warm) if warm.is_dir() else warm.unlink()
+        return elapsed, dst, {}
+
     def relay_inproc(self, src: Path) -> tuple[float, Path, dict[str, float]]:
         """The relay with --workers on|off (--workers-too), for that lever."""
         return self.relay(src, extra=["--workers", self.workers_too or "auto"])
@@ -666,6 +698,7 @@ NETNS_METHODS = {
     "relay": "dflash-tui relay (sha256 both ends)",
     "relay_inproc": "relay --workers (--workers-too)",
     "relay_before": "relay, --before-src tree",
+    "relay_console": "a second relay in a running console",
     "scp3": "scp -3",
     "pipe": "ssh eval cat | ssh train 'cat >'",
 }
@@ -717,6 +750,7 @@ def netns_main(args: argparse.Namespace) -> None:
                 methods = ["relay", "scp3"] + ([] if item == TREE else ["pipe"])
                 methods += ["relay_before"] if args.before_src else []
                 methods += ["relay_inproc"] if args.workers_too and item != TREE else []
+                methods += ["relay_console"] if args.console and item != TREE else []
                 shift = rnd % len(methods)  # alternate who goes first
                 for name in methods[shift:] + methods[:shift]:
                     before_sessions = bench.sessions()
@@ -765,6 +799,9 @@ def netns_main(args: argparse.Namespace) -> None:
             else ""
         )
         inproc = f"{med['relay_inproc']:.3f}" if "relay_inproc" in med else ""
+        if "relay_console" in med:
+            console = med["relay_console"]
+            inproc += f" console {console:.3f} ({med['scp3'] / console:.2f}x scp -3)"
         print(
             f"| {label} | {med['relay']:.3f} | {med['scp3']:.3f} | {pipe} | "
             f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} | {inproc} |"
