@@ -143,21 +143,42 @@ class RelayForm(DismissOnce, Guarded, ModalScreen[tuple[str, str] | None]):
             if names:
                 deliver(self, self._show, field, value, names, None, names[0])
                 return
+        wrong = self.unknown_place(value)
+        if wrong is not None:
+            deliver(self, self._show, field, value, [], wrong, None)
+            return
         place, path = split_word(value, self.places)
+        here = "" if place else " on this machine"
         try:
             found = await self.completer.complete(place, path)
         except CompletionError as exc:
-            deliver(self, self._show, field, value, [], f"cannot complete: {exc}", None)
+            deliver(self, self._show, field, value, [], f"cannot complete{here}: {exc}", None)
             return
         except Exception as exc:  # an error of our own: said in the form, not fatal
             reason = f"{type(exc).__name__}: {exc}"
-            deliver(self, self._show, field, value, [], f"cannot complete: {reason}", None)
+            deliver(self, self._show, field, value, [], f"cannot complete{here}: {reason}", None)
             return
         prefix = f"{place}:" if place else ""
         names = [_name(c) for c in found]
         best = prefix + found[0] if found else None
         hint = None if found else ("empty directory" if path.endswith("/") else "no match")
         deliver(self, self._show, field, value, names, hint, best)
+
+    def unknown_place(self, value: str) -> str | None:
+        """Why `value` names no place, as the relay would refuse it (scp's rule: a `NAME:`
+        before any '/' is a host or store), or None when it names one or is a local path."""
+        colon, slash = value.find(":"), value.find("/")
+        if colon < 0 or (slash != -1 and slash < colon):
+            return None
+        if colon == 0:
+            return "missing host name before ':'"
+        name = value[:colon]
+        if name in self.places:
+            return None
+        known = "hosts: " + (", ".join(self.hosts) or "none")
+        if self.stores:
+            known += "; stores: " + ", ".join(self.stores)
+        return f"unknown host {name!r}: not in the config ({known}); a local path with ':' is ./{value}"
 
     def _show(
         self,
