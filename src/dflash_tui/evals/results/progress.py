@@ -11,6 +11,11 @@ A series holds results of one attention semantics (`evals/results/semantics.py`)
 by default that of the run's newest result on the suite; the baseline level
 is the baseline's result under the same semantics; results under another
 semantics are left out and the note says how many.
+
+`served_tau` (a served bench's suite-wide tau, `dflash-served/1`) is a series of
+its own beside `tau_greedy`: a point per checkpoint of the run with a bench on the
+suite (its newest), the baseline's bench as its level. It comes from real decoding,
+so it is never mixed into the offline series.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from dflash_tui.evals.results.store import ResultsStore, StoredResult
 # the first three a run's results have are shown: tau_greedy (greedy decoding's acceptance
 # length) beside tau_top1 (the all-anchor mean), then acc; streak_top1 stands in for a
 # series that has none of tau_greedy yet
-DEFAULT_METRICS = ("tau_greedy", "tau_top1", "acc", "streak_top1")
+SERVED = "served_tau"
+DEFAULT_METRICS = ("tau_greedy", SERVED, "tau_top1", "acc", "streak_top1")
 SHOWN_METRICS = 3
 
 
@@ -188,9 +194,47 @@ def build_progress(
         for p in pts
     ):
         note = f"{note}; {S.ASSUMED_NOTE}" if note else S.ASSUMED_NOTE
+    served = _served_series(store, run, suite, baseline, latest)
+    if served is not None:
+        series = {**series, SERVED: served}
     labels = greedy_labels(latest.values())
     words = legend(labels, HEADLINE in series, brief=True) if series else None
     return RunProgress(run, suite, baseline, series, note, attention, words)
+
+
+def _served_series(
+    store: ResultsStore,
+    run: str,
+    suite: str,
+    baseline: str | None,
+    latest: Mapping[str, StoredResult],
+) -> MetricSeries | None:
+    """The run's served benches on `suite` against step (None when it has none)."""
+    from dflash_tui.evals.results.served.dflash_served import FORMAT, SUITE_TASK
+    from dflash_tui.evals.results.served.store import ServedStore
+
+    rows = [
+        r
+        for r in ServedStore(store.root, store.conn).results(suite)
+        if r.format == FORMAT and r.entry.task == SUITE_TASK and r.entry.tau is not None
+    ]  # newest first
+    points: dict[str, Point] = {}
+    level = None
+    for r in rows:
+        if r.checkpoint == baseline and level is None:
+            level = r.entry.tau
+        if r.checkpoint in points or not (
+            r.checkpoint in latest or r.checkpoint.startswith(f"{run}/")
+        ):
+            continue
+        offline = latest.get(r.checkpoint)
+        step = _step(offline) if offline else step_from_name(r.checkpoint)
+        if step is not None and r.entry.tau is not None:
+            points[r.checkpoint] = Point(step, r.entry.tau, r.checkpoint, r.imported_at)
+    if not points:
+        return None
+    ordered = tuple(sorted(points.values(), key=lambda p: (p.step, p.created_at)))
+    return MetricSeries(SERVED, ordered, level)
 
 
 def run_progress(
