@@ -14,6 +14,7 @@ from dflash_tui.evals.jobs.job import Job
 
 COLUMNS = [
     ("id", "JOB"),
+    ("kind", "KIND"),  # eval, bench (a served bench) or cache (a cache build)
     ("checkpoint", "CHECKPOINT"),
     ("suite", "SUITE"),
     ("host", "HOST"),
@@ -58,6 +59,7 @@ def _row(job: Job, now: float, device: str | None) -> dict[str, Any]:
     begin = job.started_at or job.created_at
     return {
         "id": job.id,
+        "kind": job.kind,
         "checkpoint": job.checkpoint,
         "suite": job.suite,
         "host": job.host,
@@ -105,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         job = jobs[0]
         fields = [
             ("job", job.id),
+            ("kind", job.kind),
             ("state", job.describe()),
             ("checkpoint", f"{job.checkpoint} ({job.checkpoint_host}:{job.checkpoint_path})"),
             ("read from", job.remote_checkpoint_path),
