@@ -174,6 +174,9 @@ def test_a_cancelled_bench_leaves_no_engine_on_the_host(bed: Bed) -> None:
     assert code == 0, err
     assert bed.job(job_id)["state"] == "cancelled"
     assert bed.engines() == [], "ps on the host still lists the engine after the cancel"
+    ps = subprocess.run(["ps", "-eo", "pid,pgid,stat,args"], capture_output=True, text=True)
+    print("--- ps after the cancel (python processes):")  # the report's evidence (pytest -s)
+    print("\n".join(line for line in ps.stdout.splitlines() if "python" in line))
 
 
 def test_each_bad_bench_ends_with_its_reason_and_leaves_nothing_running(bed: Bed) -> None:
@@ -192,6 +195,7 @@ def test_each_bad_bench_ends_with_its_reason_and_leaves_nothing_running(bed: Bed
         job = out["job"]
         assert code == 1 and job["state"] == "failed", (host, job, err)
         assert words in job["error"], (host, job["error"])
+        print(f"--- {host}: exit {code}\n{job['error']}")  # the report's messages (pytest -s)
         assert bed.engines() == [], (host, "an engine was left running")
 
     # the port taken: something listens there already
@@ -203,6 +207,7 @@ def test_each_bad_bench_ends_with_its_reason_and_leaves_nothing_running(bed: Bed
         port = str(taken.getsockname()[1])
         code, out, err = bed.run("bench", "copy", "served", "--port", port, "--wait", "--json")
     assert code == 1 and f"port {port} on 127.0.0.1 is taken" in out["job"]["error"], out
+    print(f"--- port taken: exit {code}\n{out['job']['error']}")
     assert bed.engines() == []
 
     # the eval's preflight refuses a drafter that does not fit, before anything starts
