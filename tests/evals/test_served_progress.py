@@ -44,3 +44,14 @@ def test_served_tau_is_a_series_of_its_own_beside_tau_greedy(tmp_path: Path) -> 
     assert progress.series["tau_top1"].steps == [2000, 4000]  # the offline series as they were
     text = format_progress(progress)
     assert "SERVED_TAU" in text.splitlines()[1] and "3.60" in text
+
+
+def test_benches_under_different_settings_are_named_not_ranked_alike() -> None:
+    from dflash_tui.evals.results.served.beside import ServedBeside, unlike_settings
+
+    def bench(name: str, **settings: Any) -> ServedBeside:
+        base = {"engine": "vllm", "k": 7, "gpu": "H100", "temperature": 0.0}
+        return ServedBeside(name, 4.0, 2.0, {**base, **settings}, None)
+
+    assert unlike_settings([bench("a"), bench("b")]) == []
+    assert unlike_settings([bench("a"), bench("b", k=15), bench("c", gpu="A100")]) == ["k", "gpu"]

@@ -32,7 +32,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from dflash_tui.evals.results.leaderboard import format_metric, format_ratio
-from dflash_tui.evals.results.served.beside import format_gap, served_beside
+from dflash_tui.evals.results.served.beside import format_gap, served_beside, unlike_settings
 from dflash_tui.evals.results.served.board import (
     SERVED_LABEL,
     format_speedup,
@@ -272,6 +272,9 @@ class LeaderboardPane(PaneMixin, Vertical):
             out.append(f"\n{board.legend_brief}", self._style("dim"))
         if board.note:
             out.append(f"\n{board.note}", self._style("dim"))
+        differ = unlike_settings(list(self._beside(board).values()))
+        if differ:  # never ranked as alike: say which setting differs
+            out.append(f"\nserved benches differ in {', '.join(differ)}: not comparable")
         return out
 
     def _style(self, name: str) -> Any:
