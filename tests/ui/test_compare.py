@@ -74,7 +74,12 @@ async def test_a_small_screen_overlays_three_runs_and_marks_outlive_a_resize(mak
         await pilot.pause()
         await pilot.press("m", "j", "m", "j", "m", "j", "m", "3")
         plots = app.screen.query_one(PlotsPane)
-        await pilot_until(pilot, lambda: len(plots.drawn_runs) == 3, "three runs overlaid")
+
+        def three() -> bool:
+            app._beat()  # pays a redraw that waits for its interval (at most one a second)
+            return len(plots.drawn_runs) == 3 and not plots.owed
+
+        await pilot_until(pilot, three, "three runs overlaid")
         assert plots.status_text.rstrip().endswith("smooth 0.90") and "+1" in plots.status_text
         assert len(app.marked) == 4
         # A larger terminal recomposes the screen: the marks stay (they live on the App)
@@ -83,7 +88,8 @@ async def test_a_small_screen_overlays_three_runs_and_marks_outlive_a_resize(mak
 
         def four() -> bool:
             app._beat()  # the beat pays a redraw the new size owes
-            return len(app.screen.query_one(PlotsPane).drawn_runs) == 4
+            pane = app.screen.query_one(PlotsPane)
+            return len(pane.drawn_runs) == 4 and not pane.owed
 
         await pilot_until(pilot, four, "four runs overlaid after the resize")
         table = app.screen.query_one(RunsTable)

@@ -504,7 +504,12 @@ async def test_m_marks_runs_and_the_plots_overlay_them(make_app) -> None:
         await pilot.pause()
         table, plots = app.screen.query_one(RunsTable), app.screen.query_one(PlotsPane)
         await pilot.press("j", "j", "m", "k", "k", "m")  # ablate-ctx, then slammed5
-        await pilot_until(pilot, lambda: plots.drawn_runs, "the marked runs overlaid")
+
+        def drawn(want: object) -> bool:
+            app._beat()  # pays a redraw that waits for its interval (at most one a second)
+            return plots.drawn_runs == want and not plots.owed
+
+        await pilot_until(pilot, lambda: drawn(("slammed5", "ablate-ctx")), "both overlaid")
         # In config order whatever the order of marking; each row shows its mark.
         assert plots.drawn_runs == ("slammed5", "ablate-ctx")
         assert [table.cell_text(r, "mark") for r in range(3)] == ["■", "", "■"]
@@ -512,9 +517,9 @@ async def test_m_marks_runs_and_the_plots_overlay_them(make_app) -> None:
         mark = table._cells["ablate-ctx"][0]
         assert str(mark.style.color.name).lower() == run_colour(2).lower()  # its slot: 3rd run
         await pilot.press("m")  # the cursor's run again: unmarked
-        await pilot_until(pilot, lambda: plots.drawn_runs == ("ablate-ctx",), "one run left")
+        await pilot_until(pilot, lambda: drawn(("ablate-ctx",)), "one run left")
         await pilot.press("M")  # all unmarked: the selected run alone
-        await pilot_until(pilot, lambda: not plots.drawn_runs, "no overlay")
+        await pilot_until(pilot, lambda: drawn(()), "no overlay")
         assert [table.cell_text(r, "mark") for r in range(3)] == ["", "", ""]
         assert plots.status_text.startswith("slammed5")
 
@@ -531,17 +536,22 @@ async def test_plot_keys_change_axis_smoothing_and_scale(make_app) -> None:
         def caption(chart: str) -> str:
             return plots.query_one(f"#chart-{chart}", ChartView).caption_text
 
+        def status(text: str) -> bool:
+            app._beat()  # pays a redraw that waits for its interval (at most one a second)
+            return text in plots.status_text and not plots.owed
+
         assert "x step" in plots.status_text and "smooth 0.90" in plots.status_text
         await pilot.press("a")  # time since the run's first point, in minutes
-        await pilot_until(pilot, lambda: "x time" in plots.status_text, "the time axis")
+        await pilot_until(pilot, lambda: status("x time"), "the time axis")
         assert plots.options.x_axis == "time" and plots.plot_draws == draws + 1
         await pilot.press("o")
-        await pilot_until(pilot, lambda: "smooth 0.95" in plots.status_text, "more smoothing")
+        await pilot_until(pilot, lambda: status("smooth 0.95"), "more smoothing")
         await pilot.press("O", "O")
-        await pilot_until(pilot, lambda: "smooth 0.80" in plots.status_text, "less smoothing")
+        await pilot_until(pilot, lambda: status("smooth 0.80"), "less smoothing")
         await pilot.press("y")
-        await pilot_until(pilot, lambda: caption("loss").endswith("(log)"), "the loss on log")
+        await pilot_until(pilot, lambda: status("loss log"), "the loss on log")
+        assert caption("loss").endswith("(log)")
         assert "loss log" in plots.status_text and not caption("acc").endswith("(log)")
         await pilot.press("y", "a")
-        await pilot_until(pilot, lambda: "x step" in plots.status_text, "steps again")
+        await pilot_until(pilot, lambda: status("x step"), "steps again")
         assert "loss log" not in plots.status_text

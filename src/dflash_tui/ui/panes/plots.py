@@ -231,8 +231,6 @@ class PlotsPane(PaneMixin, Vertical):
             and not self.outdated
         ):
             return
-        if options != self.options or [r.name for r in overlaid] != [r.name for r in self.overlaid]:
-            self._last_draw = -1e9  # a key asked for it: drawn at once, not a second later
         self.run, self._series, self.overlaid, self.options = run, series, overlaid, options
         self.positions = positions
         self.draw_or_defer()
