@@ -127,7 +127,11 @@ class Phase:
                 f"{self.engine.url}/generate",
                 {
                     "input_ids": list(prompt.input_ids),
-                    "sampling_params": {"temperature": 0, "max_new_tokens": prompt.max_tokens},
+                    "sampling_params": {
+                        "temperature": 0,
+                        "max_new_tokens": prompt.max_tokens,
+                        "ignore_eos": True,
+                    },
                 },
             )
         else:
@@ -138,6 +142,9 @@ class Phase:
                     "prompt": list(prompt.input_ids),
                     "max_tokens": prompt.max_tokens,
                     "temperature": 0,
+                    # the cached continuation ends where the target ended it (its end
+                    # token included): exactly max_tokens, as the cache holds
+                    "ignore_eos": True,
                 },
             )
         try:
