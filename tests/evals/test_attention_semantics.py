@@ -23,7 +23,7 @@ from dflash_tui.evals.results.pairs import tau_points
 from dflash_tui.evals.results.progress import build_progress, format_progress
 from dflash_tui.evals.results.schema import SchemaError, validate_results
 from dflash_tui.evals.results.store import ResultsStore
-from tests.evals.test_results import CONFIG, add, results_doc
+from tests.evals.boards import CONFIG, add, results_doc
 
 
 def doc(name: str, tau: float, sliding: str | None, full: str = "bidirectional") -> dict[str, Any]:

@@ -14,7 +14,7 @@ from dflash_tui.evals.results.collect import import_results
 from dflash_tui.evals.results.leaderboard import build_leaderboard
 from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.remote import HostPool
-from tests.evals.test_results import results_doc
+from tests.evals.boards import results_doc
 from tests.testbed import SshdHost
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from dflash_tui import cli
+from tests.evals.boards import add
 from tests.evals.test_attention_semantics import config, doc, store  # noqa: F401  (fixtures)
-from tests.evals.test_results import add
 
 
 def board(config, capsys, *args: str) -> list[str]:  # type: ignore[no-untyped-def]  # noqa: F811

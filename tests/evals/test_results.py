@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,46 +17,7 @@ from dflash_tui.evals.results.pairs import calibration_pairs, default_suite, tau
 from dflash_tui.evals.results.schema import SchemaError, parse_results, validate_results
 from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.monitor.tau import calibrated_tau
-from tests.evals.boards import BOARD_CONFIG, RUN1
-
-
-def results_doc(
-    name: str, tau: float, acc: float, tasks: dict[str, float] | None = None
-) -> dict[str, Any]:
-    streak = tau - 1
-    return {
-        "schema": "dflash-eval/1",
-        "suite": "coding10",
-        "checkpoint": {"name": name, "path": f"/models/{name}", "config_sha256": "ab" * 32},
-        "block_size": 8,
-        "n_anchors": 12,
-        "device": "cpu",
-        "elapsed_s": 1.5,
-        "metrics": {
-            "acc": acc,
-            "acc_per_position": [acc] * 7,
-            "streak_top1": streak,
-            "streak_top4": min(7.0, streak + 0.5),
-            "tau_top1": tau,
-            "ddtree_b8": min(7.0, streak + 0.7),
-        },
-        "tasks": {
-            task: {"n_anchors": 6, "acc": acc, "streak_top1": t - 1, "tau_top1": t}
-            for task, t in (tasks or {"json_parser": tau, "regex": tau}).items()
-        },
-    }
-
-
-CONFIG = (
-    BOARD_CONFIG
-    + RUN1
-    + """
-[[checkpoints]]
-name = "never-run"
-host = "gpu"
-path = "/models/never-run"
-"""
-)
+from tests.evals.boards import CONFIG, add, results_doc
 
 
 @pytest.fixture
@@ -65,21 +25,6 @@ def store(tmp_path: Path) -> ResultsStore:
     config = parse_config(CONFIG, tmp_path / "hosts.toml")
     conn = open_eval_state(config.console.state_dir)
     return ResultsStore(config.console.results_dir, conn)
-
-
-def add(store: ResultsStore, doc: dict[str, Any], at: float, **kw: Any):  # type: ignore[no-untyped-def]
-    raw = json.dumps(doc).encode()
-    return store.add(
-        validate_results(doc),
-        raw,
-        suite=doc["suite"],
-        checkpoint=kw.pop("checkpoint", doc["checkpoint"]["name"]),
-        source="job",
-        created_at=at,
-        collected_at=at,
-        job_id=kw.pop("job_id", f"job-{at:.0f}"),
-        **kw,
-    )
 
 
 # --------------------------------------------------------------------------- schema

@@ -21,8 +21,7 @@ from dflash_tui.evals.results.served.formats import detect_format, read_served
 from dflash_tui.evals.results.served.record import ServedFormatError
 from dflash_tui.evals.results.store import ResultsStore
 from tests.evals import served_files as sf
-from tests.evals.boards import BOARD_CONFIG
-from tests.evals.test_results import results_doc
+from tests.evals.boards import BOARD_CONFIG, results_doc
 
 CONFIG = BOARD_CONFIG
 

@@ -12,7 +12,7 @@ from dflash_tui.evals.results.progress import build_progress, format_progress
 from dflash_tui.evals.results.served import dflash_served
 from dflash_tui.evals.results.served.store import ServedStore
 from dflash_tui.evals.results.store import ResultsStore
-from tests.evals.test_results import CONFIG, add, results_doc
+from tests.evals.boards import CONFIG, add, results_doc
 
 
 def served_doc(tau: float, speedup: float) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from dflash_tui.console.notifications import SessionNotifications
 from dflash_tui.console.transfers import TransferView
 from dflash_tui.monitor.served import ServedAcceptance
 from dflash_tui.monitor.views import AcceptanceDropped, HostReachabilityChanged, RunUpdated
+from tests.notify.fakes import FakeSession, notifications
 from tests.notify.hookserver import HookServer
-from tests.notify.test_session_notices import FakeSession, notifications
 from tests.waiting import async_wait_until
 
 

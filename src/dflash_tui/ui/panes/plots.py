@@ -561,7 +561,7 @@ class PlotsPane(PaneMixin, Vertical):
 def _view_of(key: tuple[object, ...]) -> tuple[object, ...]:
     """A draw key without the series' identities: what a person would call the same view."""
     run, _, _, runs, options, size = key
-    names = tuple(r[0] for r in runs)  # type: ignore[attr-defined]
+    names = tuple(r[0] for r in runs)  # type: ignore[attr-defined]  # (name, ...) tuples
     return (run, names, options, size)
 
 
