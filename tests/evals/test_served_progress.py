@@ -55,3 +55,45 @@ def test_benches_under_different_settings_are_named_not_ranked_alike() -> None:
 
     assert unlike_settings([bench("a"), bench("b")]) == []
     assert unlike_settings([bench("a"), bench("b", k=15), bench("c", gpu="A100")]) == ["k", "gpu"]
+
+
+def test_the_board_shows_served_tau_beside_tau_greedy_with_the_gap_explained(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """`leaderboard SUITE` (table, --json, --format markdown) from a stored offline result
+    and a stored bench of the same checkpoint: served - tau_greedy is the past-end term."""
+    from dflash_tui.cli import main
+
+    path = tmp_path / "hosts.toml"
+    path.write_text(CONFIG)
+    config = parse_config(CONFIG, path)
+    conn = open_eval_state(config.console.state_dir)
+    store = ResultsStore(config.console.results_dir, conn)
+    offline = results_doc("zlab", 4.0, 0.5, tasks={"t": 4.0})
+    offline["metrics"]["tau_greedy"] = 3.5
+    offline["tasks"]["t"]["tau_greedy"] = 3.5
+    add(store, offline, 100.0)
+    unbenched = results_doc("run1/step-2000", 3.0, 0.4, tasks={"t": 3.0})
+    unbenched["metrics"]["tau_greedy"] = unbenched["tasks"]["t"]["tau_greedy"] = 2.75
+    add(store, unbenched, 110.0, step=2000, run="run1")
+    bench = served_doc(4.0, 2.5)  # 30 drafts, 90 accepted: served tau 4.0
+    bench["suite"]["past_end"] = bench["tasks"]["t"]["past_end"] = 15  # 15 / 30 = 0.5
+    raw = json.dumps(bench).encode()
+    served = ServedStore(config.console.results_dir, conn)
+    report = dflash_served.read(raw, Path("zlab.json"))
+    served.add(report, raw, source=Path("x.json"), checkpoint="zlab", suite="coding10", now=1.0)
+
+    assert main(["leaderboard", "coding10", "--json", "--config", str(path)]) == 0
+    (row,) = [r for r in json.loads(capsys.readouterr().out)["rows"] if r["checkpoint"] == "zlab"]
+    gap = row["served"]["suite"]
+    assert (gap["gap"], gap["past_end_term"], gap["flagged"]) == (0.5, 0.5, False)
+    assert main(["leaderboard", "coding10", "--config", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "SERVED TAU" in text and "+0.50 (past end +0.50)" in text, text
+    assert main(["leaderboard", "coding10", "--format", "markdown", "--config", str(path)]) == 0
+    head, _rule, *rows = capsys.readouterr().out.splitlines()
+    assert head == "| checkpoint | t | mean |"
+    assert rows[0] == "| zlab | 2.50x / 4.00 | 2.50x / 4.00 |", rows
+    # no bench: its offline tau_greedy, marked; no result either: nothing
+    assert "| run1/step-2000 | 2.75 (offline) | 2.75 (offline) |" in rows, rows
+    assert any(r.startswith("| never-run | - |") for r in rows)
