@@ -66,11 +66,15 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     target = work / "target"
-    svg.build_target(target, 0, 0.1)
-    svg.write_prompts(work / "train.jsonl", svg.prompts(160, 10, 4, 16), "train")
-    svg.build_cache(target, work / "train.jsonl", work / "cache_train", 48)
+    if not (target / "config.json").exists():  # a --workdir kept from an earlier run is reused
+        svg.build_target(target, 0, 0.1)
+    if not (work / "cache_train" / "manifest.json").exists():
+        svg.write_prompts(work / "train.jsonl", svg.prompts(160, 10, 4, 16), "train")
+        svg.build_cache(target, work / "train.jsonl", work / "cache_train", 48)
     synthetic = importlib.import_module(svg.SYNTHETIC)
     for i, (name, share) in enumerate(DRAFTERS.items()):
+        if (work / name / "trained").exists():
+            continue
         synthetic.write_drafter(
             work / name, hidden_size=sv.HIDDEN, num_layers=2, num_heads=sv.HEADS,
             num_kv_heads=sv.KV_HEADS, head_dim=sv.HEAD_DIM, intermediate_size=256,
@@ -80,6 +84,7 @@ def main() -> int:
         steps = max(1, int(args.steps * share))
         print(f"training {name}: {steps} steps", flush=True)
         svg.train_drafter(work / name, work / "cache_train", args.block_size, steps, i, True)
+        (work / name / "trained").write_text(f"{steps}\n")
     eval_ids = svg.prompts(sum(TASKS.values()), 20, 5, 12)
     names = [task for task, n in TASKS.items() for _ in range(n)]
     (work / "eval.jsonl").write_text(
@@ -89,7 +94,8 @@ def main() -> int:
         )
     )
     cache = work / "cache_eval"
-    svg.build_cache(target, work / "eval.jsonl", cache, args.max_tokens)
+    if not (cache / "manifest.json").exists():
+        svg.build_cache(target, work / "eval.jsonl", cache, args.max_tokens)
     print(f"models and caches in {time.monotonic() - t0:.0f} s", flush=True)
 
     key = ClientKey.generate(work / "key")
