@@ -12,7 +12,7 @@ from typing import Any
 
 from dflash_tui.commands import CommandError
 from dflash_tui.core.config import Config, load_config
-from dflash_tui.evals.jobs.job import Job
+from dflash_tui.evals.jobs.job import Job, JobState
 from dflash_tui.evals.jobs.manager import JobError, JobManager, open_eval_state
 from dflash_tui.evals.jobs.preflight import REFUSED
 from dflash_tui.remote.pool import HostPool
@@ -88,9 +88,9 @@ class JobProgress:
 def print_job_head(job: dict[str, Any]) -> None:
     """A started job's line, how to follow or cancel it, and a failure's last log lines."""
     print(f"job {job['id']}: {job['summary']}")
-    if job["state"] == "running":
+    if job["state"] == JobState.RUNNING:
         print(f"  follow: dflash-tui jobs {job['id']}    cancel: dflash-tui cancel {job['id']}")
-    if job["state"] == "failed":
+    if job["state"] == JobState.FAILED:
         error = job.get("error") or ""
         if error.startswith(REFUSED):  # the preflight's reasons; there is no log
             for line in error.splitlines()[1:]:

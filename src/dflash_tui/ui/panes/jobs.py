@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Static
 
 from dflash_tui.console.transfers import TransferView
 from dflash_tui.core.units import plural
-from dflash_tui.evals.jobs.job import PENDING_NOTE
+from dflash_tui.evals.jobs.job import PENDING_NOTE, JobState
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin
@@ -58,7 +58,7 @@ def job_state(job: Any) -> tuple[str, str]:
     """
     detail = job.describe()
     if (
-        job.state == "running"
+        job.state == JobState.RUNNING
         and job.progress is None
         and (job.detail or "").startswith(PENDING_NOTE)
     ):
