@@ -68,14 +68,14 @@ async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
             out["collect"] = report.as_dict()
             for where, reason in report.rejected:
                 print(f"warning: {where} rejected: {reason}", file=sys.stderr)
+            job = manager.job(job.id)  # collected: its result_dir names the stored bench
+            out["job"] = job.as_dict()
             store = ServedStore(ctx.config.console.results_dir, manager.conn)
             out["served"] = [
                 r.as_dict()
                 for r in store.results(job.suite)
                 if r.checkpoint == job.checkpoint and r.dir == job.result_dir
             ]
-            job = manager.job(job.id)
-            out["job"] = job.as_dict()
         code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
         if job.error and job.error.startswith(REFUSED):
             code = 2
