@@ -9,9 +9,7 @@ marking or unmarking another run never changes a run's colour. See
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
-from textual.app import App
+from typing import TYPE_CHECKING
 
 from dflash_tui.ui.overlay import PlotOptions
 from dflash_tui.ui.panes.plots import PlotRun
@@ -59,17 +57,14 @@ class PlotControls:
         self.fill_plots()
 
     def action_toggle_mark(self) -> None:
+        """Mark or unmark the selected run: the mark in its row and the plots' legend
+        say so (no toast: it would cover the plots it is about)."""
         run = self.selected_run
         if run is None:
             return
         marked = set(self.marked) ^ {run}
         self.marked = tuple(name for name in self.session.run_names() if name in marked)
         self._replot()
-        app = cast("App[int]", self)
-        if self.marked:
-            app.notify(f"comparing {len(self.marked)}: {', '.join(self.marked)}", timeout=3)
-        else:
-            app.notify("no run marked: the plots show the selected run", timeout=3)
 
     def action_clear_marks(self) -> None:
         if self.marked:
