@@ -163,39 +163,44 @@ def test_a_cancelled_bench_leaves_no_engine_on_the_host(bed: Bed) -> None:
     print("\n".join(line for line in ps.stdout.splitlines() if "python" in line))
 
 
-def test_each_bad_bench_ends_with_its_reason_and_leaves_nothing_running(bed: Bed) -> None:
-    drafter = str(bed.models.drafter)
-    expected = {
-        "bare": "no vllm engine on this host",
-        "refuse": "not a DFlash drafter this engine supports",
-        "oom": "ran out of memory while starting",
-        "die": "exited with status 1 mid-run",
-        "nospec": "has no spec-decode counters",
-    }
-    for host, words in expected.items():
-        code, out, err = bed.run(
-            "bench", f"{host}:{drafter}", "served", "--host", host, "--wait", "--json"
-        )
-        job = out["job"]
-        assert code == 1 and job["state"] == "failed", (host, job, err)
-        assert words in job["error"], (host, job["error"])
-        print(f"--- {host}: exit {code}\n{job['error']}")  # the report's messages (pytest -s)
-        assert bed.engines() == [], (host, "an engine was left running")
+ENGINE_FAILURES = {  # the host whose engine command fails that way -> the reason's words
+    "bare": "no vllm engine on this host",
+    "refuse": "not a DFlash drafter this engine supports",
+    "oom": "ran out of memory while starting",
+    "die": "exited with status 1 mid-run",
+    "nospec": "has no spec-decode counters",
+}
 
-    # the port taken: something listens there already
+
+@pytest.mark.parametrize("host", list(ENGINE_FAILURES))
+def test_a_bad_engine_ends_the_bench_with_its_reason_and_nothing_running(
+    bed: Bed, host: str
+) -> None:
+    drafter = str(bed.models.drafter)
+    code, out, err = bed.run(
+        "bench", f"{host}:{drafter}", "served", "--host", host, "--wait", "--json"
+    )
+    job = out["job"]
+    assert code == 1 and job["state"] == "failed", (host, job, err)
+    assert ENGINE_FAILURES[host] in job["error"], (host, job["error"])
+    print(f"--- {host}: exit {code}\n{job['error']}")  # the report's messages (pytest -s)
+    assert bed.engines() == [], (host, "an engine was left running")
+
+
+def test_a_taken_port_and_a_refused_drafter_end_the_bench_before_any_engine(bed: Bed) -> None:
     import socket
 
-    with socket.socket() as taken:
+    with socket.socket() as taken:  # something listens on the port already
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        code, out, err = bed.run("bench", "copy", "served", "--port", port, "--wait", "--json")
+        code, out, _ = bed.run("bench", "copy", "served", "--port", port, "--wait", "--json")
     assert code == 1 and f"port {port} on 127.0.0.1 is taken" in out["job"]["error"], out
     print(f"--- port taken: exit {code}\n{out['job']['error']}")
     assert bed.engines() == []
 
     # the eval's preflight refuses a drafter that does not fit, before anything starts
-    code, out, err = bed.run("bench", f"gpu:{bed.models.target}", "served", "--json")
+    code, out, _ = bed.run("bench", f"gpu:{bed.models.target}", "served", "--json")
     assert code == 2 and out["job"]["error"].startswith(REFUSED), out
 
 
