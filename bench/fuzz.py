@@ -62,8 +62,8 @@ def main() -> int:
         print(f"{name:<{width}}  {passing:>7}  {failing:>6}  {float(seconds):>7.1f}")
     print(proc.stdout.splitlines()[-1] if proc.stdout.strip() else proc.stderr[-2000:])
     if proc.returncode:
-        failures = proc.stdout.split("= FAILURES =", 1)[-1]
-        print(failures[-6000:], file=sys.stderr)
+        failures = proc.stdout.split("= FAILURES =", 1)[-1].split("= Hypothesis Statistics =", 1)[0]
+        print(failures[:8000], file=sys.stderr)
     return proc.returncode
 
 

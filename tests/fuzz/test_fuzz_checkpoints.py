@@ -150,3 +150,13 @@ def test_a_config_with_a_trillion_layers_is_refused_not_listed() -> None:
     got = _summary(json.dumps(config).encode(), FILE[8 : 8 + HEADER_LEN])
     assert isinstance(got, CheckpointSummary)
     assert any("num_hidden_layers" in line for line in got.problems), got.problems
+
+
+def test_a_shape_that_is_no_whole_number_is_an_error_naming_the_place() -> None:
+    """Found by the fuzzer (bench profile): a shape of [inf] raised OverflowError from
+    int(inf); 1.5 and "12" were read as 1 and 12."""
+    for odd in (float("inf"), 1.5, "12", True, -1):
+        header = {**HEADER, "norm.weight": {**HEADER["norm.weight"], "shape": [odd]}}
+        got = _summary(json.dumps(CONFIG).encode(), json.dumps(header).encode())
+        assert isinstance(got, CheckpointError), odd
+        assert "norm.weight" in str(got)

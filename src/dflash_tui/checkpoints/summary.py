@@ -203,9 +203,11 @@ def parse_header(raw: bytes, file: str, where: str) -> list[TensorInfo]:
         if name == "__metadata__":
             continue
         try:
-            tensors.append(
-                TensorInfo(name, str(info["dtype"]), tuple(int(x) for x in info["shape"]), file)
-            )
+            shape = info["shape"]
+            # safetensors' own reader wants whole numbers >= 0 (inf, 1.5, "12", true are not)
+            if not all(type(x) is int and x >= 0 for x in shape):
+                raise ValueError(shape)
+            tensors.append(TensorInfo(name, str(info["dtype"]), tuple(shape), file))
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(
                 f"{where}/{file}: tensor {name!r} has no valid dtype/shape"
