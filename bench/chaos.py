@@ -552,14 +552,8 @@ class Chaos:
     def check_relay(self, record: dict[str, Any], name: str) -> None:
         assert self.mounted is not None
         final = self.mounted / name
-        row = next(
-            (
-                r
-                for r in reversed(self.transfers())
-                if f"{self.mounted}/{name}" in str(r.get("dst"))
-            ),
-            None,
-        )
+        rows = [r for r in self.transfers() if f"{self.mounted}/{name}" in str(r.get("dst"))]
+        row = rows[0] if rows else None  # `relay --list` is newest first
         record["state"] = row.get("state") if row else None
         record["reason"] = (row or {}).get("error")
         if row is None and not final.exists() and record["via"] == "form":
