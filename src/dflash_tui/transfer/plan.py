@@ -8,47 +8,15 @@ new name, and its parent directory must exist.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
 
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.scripts import FREE_KIB, INSPECT, WALK, argv
 from dflash_tui.transfer.sides import Output, Side
+from dflash_tui.transfer.tree import PathState, SourceFile, SourceTree
 
 PART_SUFFIX = ".part"
 _INSPECT_BATCH = 256
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """A regular file under the source root; `rel` is '' when the source is a single file."""
-
-    rel: str
-    size: int
-    mode: int
-    mtime: str
-
-
-@dataclass
-class SourceTree:
-    """The walked source: its directories and files, and what was left out and why."""
-
-    is_dir: bool
-    dirs: list[str] = field(default_factory=list)
-    files: list[SourceFile] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
-
-
-@dataclass(frozen=True)
-class PathState:
-    """What is at a destination path now: kind f (file), d (directory), o (other), n (nothing)."""
-
-    kind: str
-    size: int
 
 
 def describe_failure(where: str, out: Output, what: str) -> TransferError:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
-from dflash_tui.transfer.plan import PathState, SourceFile, SourceTree
+from dflash_tui.transfer.tree import PathState, SourceFile, SourceTree
 
 if TYPE_CHECKING:
     import asyncssh
