@@ -712,7 +712,7 @@ class Chaos:
             seen = self.final_seen.get(name, self.followers[name].seen)
             runs[name] = line_counts(state.written, seen, state.unobservable)
             (self.work / f"seen-{name}.txt").write_text("\n".join(seen) + "\n")
-        messages = [m.title + "\n" + m.message for m in self.hook.messages]
+        messages = [(m.at, m.title + "\n" + m.message) for m in self.hook.messages]
         evals = eval_outcomes(self.evals, self.cli("jobs", "--json", timeout=120).stdout)
         cpu = cpu_at_rest(self.quiet)
         console = {
@@ -735,7 +735,9 @@ class Chaos:
             "faults": self.faults,
             "console": console,
             "cpu_quiet_pct": cpu,
-            "webhook_messages": [" | ".join(m.splitlines()[:2]) for m in messages],
+            "webhook_messages": [
+                f"{at:.0f} " + " | ".join(m.splitlines()[:2]) for at, m in messages
+            ],
         }
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ messages per alerting fault, the console's error log and the CPU of the quiet st
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,24 +37,53 @@ def line_counts(written: Counter[str], seen: Sequence[str], destroyed: int) -> d
 
 
 def alert_counts(
-    faults: Iterable[Mapping[str, Any]], messages: Sequence[str]
+    faults: Iterable[Mapping[str, Any]], messages: Sequence[tuple[float, str]]
 ) -> list[dict[str, Any]]:
-    """Per alerting fault target (a run crashed, a host rebooted), its faults against the
-    webhook's messages (title and body): one alert and one recovery per fault."""
-    groups: Counter[tuple[str, str]] = Counter()
+    """Per alerting target (a run that crashed, a host that was rebooted), its conditions as
+    the webhook told them: `messages` are (received at, title and body), in any order.
+
+    A condition is an alert followed by its recovery. An alert while the target is already
+    down, or a recovery while it is up, is `repeated`; a crash or reboot that found the
+    target up and got no alert before the next fault on it (or the end) is a missing alert,
+    and a condition never recovered by the end a missing recovery. Other faults (a link
+    cut, sshd restarted) may alert the same target: those count as conditions, not repeats.
+    """
+    by_target: dict[tuple[str, str], list[float]] = {}
     for f in faults:
         if f["kind"] in ALERTING and "error" not in f:
-            groups[(f["kind"], f.get("run") or f.get("host") or "")] += 1
+            who = f.get("run") or f.get("host") or ""
+            by_target.setdefault((f["kind"], who), []).append(float(f["start"]))
     out = []
-    for (kind, who), n in groups.items():
+    for (kind, who), starts in sorted(by_target.items()):
         alert, recovery = ALERTING[kind]
         word = f"| {'run' if kind == 'crash' else 'host'} {who} |"
-        got = sum(alert in m and word in m + " |" for m in messages)
-        back = sum(recovery in m and word in m + " |" for m in messages)
+        told = sorted(
+            (at, alert in m)
+            for at, m in messages
+            if word in m + " |" and (alert in m or recovery in m)
+        )
+        down, conditions, recoveries, repeated = False, 0, 0, 0
+        down_at: list[tuple[float, bool]] = []  # after each message: is the target down?
+        for at, is_alert in told:
+            if is_alert == down:
+                repeated += 1
+            elif is_alert:
+                conditions += 1
+            else:
+                recoveries += 1
+            down = is_alert
+            down_at.append((at, down))
+        missing = 0
+        bounds = [*sorted(starts), float("inf")]
+        for start, next_start in itertools.pairwise(bounds):
+            was_down = [d for at, d in down_at if at <= start][-1:] == [True]
+            alerted = any(is_alert and start <= at < next_start for at, is_alert in told)
+            missing += not (was_down or alerted)
+        missing += down  # never recovered by the end
         out.append({
-            "fault": kind, "who": who, "faults": n, "alerts": got, "recoveries": back,
-            "missing": max(0, n - got) + max(0, n - back),
-            "repeated": max(0, got - n) + max(0, back - n),
+            "fault": kind, "who": who, "faults": len(starts), "conditions": conditions,
+            "alerts": sum(a for _, a in told), "recoveries": recoveries,
+            "missing": missing, "repeated": repeated,
         })  # fmt: skip
     return out
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,6 +20,8 @@ class Received:
     path: str
     authorization: str | None
     body: dict[str, Any]
+    at: float = 0.0
+    """When it was received (time.time()), for counting alerts per fault window."""
 
     @property
     def message(self) -> str:
@@ -47,7 +50,7 @@ class HookServer:
                     body = {k: v[0] for k, v in parse_qs(raw).items()}
                 with server._lock:
                     server.messages.append(
-                        Received(self.path, self.headers.get("Authorization"), body)
+                        Received(self.path, self.headers.get("Authorization"), body, time.time())
                     )
                 self.send_response(server.status)
                 self.send_header("Content-Length", "0")

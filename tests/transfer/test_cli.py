@@ -109,6 +109,9 @@ def test_console_killed_mid_file_resumes_on_rerun(sshd_factory, write_config) ->
     assert not (b.home / "big.bin").exists() and (b.home / "big.bin.part").exists()
     listed = cli("relay", "--list", "--config", str(config))
     assert "interrupted" in listed.stdout
+    (row,) = json.loads(cli("relay", "--list", "--json", "--config", str(config)).stdout)
+    # a killed relay says why it stopped and how to go on, not an empty reason
+    assert row["state"] == "interrupted" and f"relay --resume {row['id']}" in row["error"]
 
     rerun = cli(*args)
     assert rerun.returncode == 0, rerun.stderr

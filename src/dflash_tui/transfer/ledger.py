@@ -88,6 +88,10 @@ def _record(row: sqlite3.Row) -> TransferRecord:
     if state == "running" and data["pid"] != os.getpid() and not _pid_alive(data["pid"]):
         state = "interrupted"
         data["resumable"] = 1
+        data["error"] = data.get("error") or (
+            f"interrupted: the process that ran it (pid {data['pid']}) ended before it"
+            f" finished; `dflash-tui relay --resume {data['id']}` continues it"
+        )
     data["state"] = state
     data["resumable"] = bool(data["resumable"])
     return TransferRecord(**data)
