@@ -54,6 +54,16 @@ installed here). The sshd logs count the sessions each relay starts (commands
 and subsystems): printed per item as "sessions per relay".
 
     .venv/bin/python bench/relay.py --netns --sizes 1M,tree --login-shell-s 0.3
+
+The hosts serve SFTP as stock Debian/Ubuntu hosts do, with
+/usr/lib/openssh/sftp-server started through the login shell (so an SFTP
+session pays ~/.bashrc too; the header line times one); `--sftp-server
+internal` gives them sshd's internal-sftp, which starts no shell, as the test
+bed does. `--pipe-hashed` adds the pipe with sha256 on both hosts in the same
+pass (`tee` into the hash, compared here, no rename) and the relay's ciphers
+(AES-GCM; `scp -3` and the plain pipe keep OpenSSH's defaults): the floor of
+any verified copy through OpenSSH on these hosts, to tell the relay's own
+overhead from the cost of the verification.
 """
 
 from __future__ import annotations
@@ -333,6 +343,19 @@ def main() -> None:
         help="--netns: the hosts' ~/.bashrc runs a real `pyenv init -` (pyenv installed here)",
     )
     parser.add_argument(
+        "--sftp-server",
+        choices=["stock", "internal"],
+        default="stock",
+        help="--netns: the hosts' SFTP subsystem: Debian's sftp-server through the login "
+        "shell, as stock hosts run it (default), or sshd's internal-sftp (no shell)",
+    )
+    parser.add_argument(
+        "--pipe-hashed",
+        action="store_true",
+        help="--netns: also time the pipe with sha256 in the same pass on both hosts (the "
+        "verification the relay does, no rename): the floor of a verified OpenSSH path",
+    )
+    parser.add_argument(
         "--console",
         action="store_true",
         help="--netns: also time a second relay from a running console (pool already open)",
@@ -450,6 +473,11 @@ def _load() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
+# Stock Debian/Ubuntu sshd_config: sshd starts it through the user's shell, so an SFTP
+# session pays ~/.bashrc like a command does (the test bed's internal-sftp does not).
+DEBIAN_SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+
+
 def _bashrc(login_shell_s: float, login_shell: str | None) -> str:
     """The hosts' ~/.bashrc: empty, a sleep of `login_shell_s`, or a real pyenv init."""
     lines = []
@@ -479,6 +507,7 @@ class NetnsBench:
         slow_python: float = 0.0,
         bashrc: str = "",
         prefix: str = "dfb",
+        sftp_subsystem: str = DEBIAN_SFTP_SERVER,
     ) -> None:
         self.work = work
         self.streams = streams
@@ -495,11 +524,11 @@ class NetnsBench:
         # VERBOSE: sshd logs "Starting session: ..." for every command and subsystem.
         self.eval = SshdHost(
             work / "eval", self.key, netns=ns_e.name, address=ns_e.address, env=env,
-            log_level="VERBOSE",
+            log_level="VERBOSE", sftp_subsystem=sftp_subsystem,
         )  # fmt: skip
         self.train = SshdHost(
             work / "train", self.key, netns=ns_t.name, address=ns_t.address, env=env,
-            log_level="VERBOSE",
+            log_level="VERBOSE", sftp_subsystem=sftp_subsystem,
         )  # fmt: skip
         for host in (self.eval, self.train):
             assert host.home is not None
@@ -548,7 +577,14 @@ class NetnsBench:
         """How long `ssh eval true` takes (the login shell's cost, plus connecting)."""
         started = time.perf_counter()
         subprocess.run([*self._ssh(self.eval), "true"], check=True)
-        return f"`ssh eval true` {time.perf_counter() - started:.3f} s"
+        shell = time.perf_counter() - started
+        started = time.perf_counter()
+        subprocess.run(
+            [*self._ssh(self.eval)[:-1], "-s", self._ssh(self.eval)[-1], "sftp"],
+            input=b"", check=False, capture_output=True,
+        )  # fmt: skip
+        sftp = time.perf_counter() - started
+        return f"`ssh eval true` {shell:.3f} s, an SFTP session {sftp:.3f} s"
 
     def host_python(self) -> str:
         """Which python3 the hosts' sessions find, and how long `python3 -c pass` takes there."""
@@ -561,10 +597,10 @@ class NetnsBench:
         start, end = map(float, times.split())
         return f"{where} ({version}, `python3 -c pass` {end - start:.3f} s)"
 
-    def _ssh(self, host: SshdHost) -> list[str]:
+    def _ssh(self, host: SshdHost, options: list[str] | None = None) -> list[str]:
         return [
             "ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={self.known}",
-            "-i", str(self.key.private), f"root@{host.address}",
+            "-i", str(self.key.private), *(options or []), f"root@{host.address}",
         ]  # fmt: skip
 
     def _dst(self) -> Path:
@@ -656,6 +692,32 @@ class NetnsBench:
             raise SystemExit("ssh pipe failed")
         return time.perf_counter() - started, dst, {}
 
+    def pipe_hashed(self, src: Path) -> tuple[float, Path, dict[str, float]]:
+        """The pipe with the relay's verification in the same pass (`tee` into sha256 on both
+        hosts, compared here), without the rename: the floor of a verified OpenSSH data path."""
+        dst = self._dst()
+        hash_cmd = "openssl dgst -sha256 -r"
+        started = time.perf_counter()
+        # the relay's legs' ciphers (AES-GCM first), not OpenSSH's default chacha20
+        aes = ["-o", "Ciphers=aes128-gcm@openssh.com,aes256-gcm@openssh.com"]
+        reader = subprocess.Popen(
+            [*self._ssh(self.eval, aes), f"{{ tee /dev/fd/3 < '{src}' | {hash_cmd} >&2; }} 3>&1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        writer = subprocess.Popen(
+            [*self._ssh(self.train, aes), f"tee '{dst}' | {hash_cmd}"],
+            stdin=reader.stdout,
+            stdout=subprocess.PIPE,
+        )
+        assert reader.stdout is not None and reader.stderr is not None
+        reader.stdout.close()
+        dst_sha = writer.communicate()[0].split()[0]
+        src_sha = reader.stderr.read().split()[0]
+        if reader.wait() != 0 or writer.returncode != 0 or src_sha != dst_sha:
+            raise SystemExit("hashed ssh pipe failed or its two sha256 differ")
+        return time.perf_counter() - started, dst, {}
+
 
 # What OpenSSH's sshd gives a session as PATH (Debian's build) when nothing else is set.
 SSHD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -701,6 +763,7 @@ NETNS_METHODS = {
     "relay_console": "a second relay in a running console",
     "scp3": "scp -3",
     "pipe": "ssh eval cat | ssh train 'cat >'",
+    "pipe_hashed": "the pipe, tee into sha256 on both hosts",
 }
 
 
@@ -727,9 +790,11 @@ def netns_main(args: argparse.Namespace) -> None:
         before = Path(args.before_src).resolve() if args.before_src else None
         slow = SLOW_PYTHON_S if args.slow_python else 0.0
         bashrc = _bashrc(args.login_shell_s, args.login_shell)
+        subsystem = DEBIAN_SFTP_SERVER if args.sftp_server == "stock" else "internal-sftp"
         bench = NetnsBench(
-            work, args.streams, before, args.host_python, slow, bashrc, args.netns_prefix
-        )
+            work, args.streams, before, args.host_python, slow, bashrc, args.netns_prefix,
+            subsystem,
+        )  # fmt: skip
         bench.workers_too = args.workers_too
         python_line = bench.host_python() + "; " + bench.login_shell()
         print(f"hosts' python3: {python_line}", flush=True)
@@ -751,6 +816,7 @@ def netns_main(args: argparse.Namespace) -> None:
                 methods += ["relay_before"] if args.before_src else []
                 methods += ["relay_inproc"] if args.workers_too and item != TREE else []
                 methods += ["relay_console"] if args.console and item != TREE else []
+                methods += ["pipe_hashed"] if args.pipe_hashed and item != TREE else []
                 shift = rnd % len(methods)  # alternate who goes first
                 for name in methods[shift:] + methods[:shift]:
                     before_sessions = bench.sessions()
@@ -802,6 +868,9 @@ def netns_main(args: argparse.Namespace) -> None:
         if "relay_console" in med:
             console = med["relay_console"]
             inproc += f" console {console:.3f} ({med['scp3'] / console:.2f}x scp -3)"
+        if "pipe_hashed" in med:
+            hashed = med["pipe_hashed"]
+            inproc += f" hashed pipe {hashed:.3f} (relay {hashed / med['relay']:.2f}x of it)"
         print(
             f"| {label} | {med['relay']:.3f} | {med['scp3']:.3f} | {pipe} | "
             f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} | {inproc} |"

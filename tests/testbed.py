@@ -114,6 +114,10 @@ class SshdHost:
     netns: str | None = None
     max_sessions: int = 10
     extra_config: Sequence[str] = ()
+    # What runs SFTP sessions: OpenSSH's in-process server (no shell, the test bed's
+    # default), or a path such as Debian's /usr/lib/openssh/sftp-server, which sshd
+    # starts through the user's shell as stock installs do (so ~/.bashrc runs).
+    sftp_subsystem: str = "internal-sftp"
     log_level: str = "ERROR"  # DEBUG3 logs every packet received ("receive packet: type N")
     home: Path | None = None  # $HOME of its sessions (default: ROOT/home)
     # More environment for its sessions (sshd honours only its first SetEnv line, so
@@ -162,7 +166,7 @@ class SshdHost:
             "MaxStartups 100",
             f"LogLevel {self.log_level}",
             "SetEnv " + " ".join(f"{k}={v}" for k, v in {"HOME": self.home, **self.env}.items()),
-            "Subsystem sftp internal-sftp",
+            f"Subsystem sftp {self.sftp_subsystem}",
             *self.extra_config,
         ]
         path = self.root / "sshd_config"
