@@ -93,7 +93,11 @@ def row_scalars(step: int, wall: float | None, metrics: dict[str, Any]) -> list[
         if isinstance(value, bool):
             return
         if isinstance(value, (int, float)):
-            out.append(Scalar(step, name, float(value), wall))
+            try:
+                number = float(value)
+            except OverflowError:  # an integer past a double's range: JSON allows it
+                number = math.inf if value > 0 else -math.inf
+            out.append(Scalar(step, name, number, wall))
         elif isinstance(value, str) and value in _SPECIAL:
             out.append(Scalar(step, name, _SPECIAL[value], wall))
 
