@@ -1,30 +1,29 @@
 """A seeded, bounded soak: the console on the jump-host topology while faults come.
 
-Three OpenSSH hosts in network namespaces that only this machine reaches (the jump
-host): `train` (its commands inside "container 200" through a `pct exec` shim, the
-demo's trainers writing ten logs), `eval` (the demo's baseline and suite, a vLLM
-/metrics endpoint with vLLM's counter names) and `storage` (a small tmpfs as the relay
-destination). `dflash-tui` runs in tmux at 160x48 with monkey keys at a human rate,
-`dflash-tui watch` sends to a loopback webhook through apprise, `dflash-tui logs RUN
--f` follows every run, and ten `ssh train tail -F` run in another tmux as the
-comparison. For `--minutes` faults drawn from `--seed` come one at a time with quiet
-stretches between (no fault, key, relay or job: the CPU at rest is measured there):
-a link cut (the host's end of its link down: 100 % loss, 20-60 s; this kernel has no
-netem), a delay/loss spike (tbf at 256 kbit/s, a 300 ms queue), sshd
-restarted, a host rebooted (sshd and everything under it killed, then started), a
-log rotated (copytruncate) or truncated, a trainer crashed and restarted, the relay
-destination's disk filled, the console killed during an eval job and restarted.
-Meanwhile 256 MiB relays (from the CLI and from the console's relay form) and eval
-jobs run. Everything stays on this machine's namespaces and loopback; it stops by
-itself and removes what it made.
+Three OpenSSH hosts in network namespaces only this machine reaches (the jump host):
+`train` (commands inside "container 200" through a `pct exec` shim, the demo's
+trainers writing ten logs), `eval` (the demo's baseline and suite, a /metrics endpoint
+with vLLM's counter names) and `storage` (a small tmpfs as the relay destination).
+`dflash-tui` runs in tmux at 160x48 with monkey keys at a human rate, `dflash-tui
+watch` sends to a loopback webhook through apprise, `dflash-tui logs RUN -f` follows
+every run, and ten `ssh train tail -F` run in another tmux as the comparison. For
+`--minutes` faults drawn from `--seed` come one at a time with quiet stretches between
+(no fault, key, relay or job: the CPU at rest is measured there): a link cut (the
+host's end of its link down, 20-60 s; this kernel has no netem), a delay/loss spike
+(tbf at 256 kbit/s, a 300 ms queue), sshd restarted, a host rebooted (sshd and all
+under it killed, then started), a log rotated (copytruncate) or truncated, a trainer
+crashed and restarted, the relay destination's disk filled, the console killed
+during an eval job and restarted. Meanwhile 256 MiB relays (CLI and the console's
+relay form; one left interrupted is resumed) and eval jobs run. All traffic stays on
+this machine's namespaces and loopback; it stops by itself and removes what it made.
 
     .venv/bin/python bench/chaos.py --minutes 60 --seed 36 --json > chaos.json   # as root
 
 The report leaves nothing to judgement: lines written vs seen per run (lost,
 repeated), each relay verified or failed with its reason, each eval on the board once
-or failed with its reason, the webhook's messages per alerting fault, the console
-alive, its error log, RSS, fds and SSH sessions, and CPU over the quiet stretches
-against the ssh tails (goal <= 2.0x). `--json` prints one object (totals + detail).
+or failed with its reason, the webhook's alerts per condition, the console alive, its
+error log, RSS, fds and SSH connections, and CPU over the quiet stretches against the
+ssh tails (goal <= 2.0x). `--json` prints one object (totals + detail).
 """
 
 from __future__ import annotations
@@ -61,6 +60,8 @@ from chaos_hosts import (  # noqa: E402
     Tmux,
     log,
     soak_config,
+    ssh_connections,
+    type_relay,
 )
 from chaos_report import (  # noqa: E402
     alert_counts,
@@ -116,6 +117,7 @@ class Chaos:
         self.final_seen: dict[str, list[str]] = {}
         self.faults: list[dict[str, Any]] = []
         self.relays: list[dict[str, Any]] = []
+        self.resumed: set[object] = set()  # transfer ids resume_interrupted has tried
         self.evals: list[dict[str, Any]] = []
         self.quiet: list[dict[str, float]] = []
         self.rss: dict[str, float] = {}
@@ -231,24 +233,13 @@ class Chaos:
         )
         ns = self.hosts["eval"].ns.name
         argv = [
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            sys.executable,
-            "-c",
-            code,
-            str(ROOT),
-            str(METRICS_PORT),
-            f"{PREFIX}-vllm-serve",
-        ]
+            "ip", "netns", "exec", ns, sys.executable, "-c", code, str(ROOT),
+            str(METRICS_PORT), f"{PREFIX}-vllm-serve",
+        ]  # fmt: skip
         self.vllm = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
 
     def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -487,6 +478,8 @@ class Chaos:
         n = 0
         while not self.stop.is_set():
             n += 1
+            if self.resume_interrupted(n):
+                continue
             via = "form" if n % 3 == 0 else "cli"
             name = f"r{n}.bin"
             record: dict[str, Any] = {
@@ -511,23 +504,30 @@ class Chaos:
                 (self.mounted / name).unlink(missing_ok=True) if self.mounted else None
             self.stop.wait(self.rng.uniform(20, 60))
 
+    def resume_interrupted(self, n: int) -> bool:
+        """As an operator would: a relay left `interrupted` (its console was killed) is
+        resumed; its `.part` is removed if that fails too, so the tmpfs has room again."""
+        rows = [r for r in self.transfers() if r.get("state") == "interrupted"]
+        row = next((r for r in rows if r.get("id") not in self.resumed), None)
+        if row is None or self.mounted is None:
+            return False
+        self.resumed.add(row.get("id"))
+        name = str(row.get("dst")).rsplit("/", 1)[-1]
+        record: dict[str, Any] = {"n": n, "via": "resume", "dst": row.get("dst")}
+        with self.job_slot():
+            out = self.cli("relay", "--resume", str(row.get("id")), timeout=900)
+            record |= {"rc": out.returncode, "started": time.time()}
+            record["said"] = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:]
+            self.check_relay(record, name)
+            self.relays.append(record)
+            (self.mounted / name).unlink(missing_ok=True)
+            (self.mounted / f"{name}.part").unlink(missing_ok=True)
+        self.stop.wait(self.rng.uniform(20, 60))
+        return True
+
     def form_relay(self, src: str, dst: str) -> None:
         with self.typing:
-            self._type_relay(src, dst)
-
-    def _type_relay(self, src: str, dst: str) -> None:
-        t = self.tmux
-        t("send-keys", "-t", "console", "Escape")
-        time.sleep(0.5)
-        t("send-keys", "-t", "console", "t")
-        time.sleep(1.0)
-        t("send-keys", "-t", "console", "-l", src)
-        time.sleep(0.5)
-        t("send-keys", "-t", "console", "Tab")
-        time.sleep(0.3)
-        t("send-keys", "-t", "console", "-l", dst)
-        time.sleep(0.5)
-        t("send-keys", "-t", "console", "Enter")
+            type_relay(self.tmux, src, dst)
 
     def transfers(self) -> list[dict[str, Any]]:
         out = self.cli("relay", "--list", "--json", timeout=60)
@@ -632,14 +632,6 @@ class Chaos:
         out = tmux("display-message", "-p", "#{pid}").strip()
         return [int(out)] if out.isdigit() else []
 
-    def open_sessions(self) -> int:
-        """Sessions sshd holds open now over every host (its VERBOSE log)."""
-        total = 0
-        for host in self.hosts.values():
-            text = host.sshd.log_path.read_text(errors="replace")
-            total += text.count("Starting session:") - text.count("Close session:")
-        return total
-
     # ------------------------------------------------------------------ the soak
 
     def soak(self) -> dict[str, Any]:
@@ -650,7 +642,7 @@ class Chaos:
         time.sleep(20)  # the console reads every history once
         self.rss["start"] = rss_mib(self.console_pid) if self.console_pid else 0.0
         fds_start = len(os.listdir(f"/proc/{self.console_pid}/fd")) if self.console_pid else 0
-        sessions_start = self.open_sessions()
+        sessions_start = ssh_connections([h.ns.name for h in self.hosts.values()])
         started = time.monotonic()
         end = started + self.args.minutes * 60
         workers = [
@@ -690,7 +682,7 @@ class Chaos:
         alive = bool(self.console_pid) and Path(f"/proc/{self.console_pid}").exists()
         rss_end = rss_mib(self.console_pid) if alive and self.console_pid else 0.0
         fds_end = len(os.listdir(f"/proc/{self.console_pid}/fd")) if alive else 0
-        sessions_end = self.open_sessions()
+        sessions_end = ssh_connections([h.ns.name for h in self.hosts.values()])
         for state in self.runs.values():
             # the trainer stops first: a line written after the last look would be seen
             # and not counted as written (a false repeat)
@@ -720,7 +712,7 @@ class Chaos:
             "starts": self.console_starts,
             "rss_mib": {k: round(v, 1) for k, v in self.rss.items()} | {"end": round(rss_end, 1)},
             "fds": {"start": fds[0], "end": fds[1]},
-            "ssh_sessions_open": {"start": sessions[0], "end": sessions[1]},
+            "ssh_connections_open": {"start": sessions[0], "end": sessions[1]},
             "unexpected_errors": error_entries(self.state_dir / ERROR_LOG_NAME),
         }
         alerts = alert_counts(self.faults, messages)
@@ -736,7 +728,7 @@ class Chaos:
             "console": console,
             "cpu_quiet_pct": cpu,
             "webhook_messages": [
-                f"{at:.0f} " + " | ".join(m.splitlines()[:2]) for at, m in messages
+                f"{at:.0f} {' | '.join(m.splitlines()[:2])}" for at, m in messages
             ],
         }
 

@@ -141,3 +141,33 @@ def soak_config(
     )
     hosts_map = {"train": train, "eval": evalbox, "storage": storage}
     return hosts_toml(path, hosts_map, known_hosts=known, extra=extra)
+
+
+def ssh_connections(namespaces: list[str]) -> int:
+    """SSH connections the hosts' sshd hold open now: their per-connection session
+    processes (`sshd: USER@...`) in each namespace. Counted live, because a host's
+    log loses the closes of the sessions a reboot or an sshd restart killed."""
+    total = 0
+    for ns in namespaces:
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+        for pid in pids.stdout.split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            total += cmdline.startswith(b"sshd: ") and b"@" in cmdline.split(b"\0")[0]
+    return total
+
+
+def type_relay(tmux: Tmux, src: str, dst: str) -> None:
+    """Open the console's relay form (`t`) and type SRC, Tab, DST, Enter at a human pace."""
+    for keys, pause in (
+        (["Escape"], 0.5),
+        (["t"], 1.0),
+        (["-l", src], 0.5),
+        (["Tab"], 0.3),
+        (["-l", dst], 0.5),
+        (["Enter"], 0.0),
+    ):
+        tmux("send-keys", "-t", "console", *keys)
+        time.sleep(pause)
