@@ -498,10 +498,7 @@ class Chaos:
                 else:
                     self.form_relay("train:big.bin", f"storage:{self.mounted}/{name}")
                     self.wait_transfer_end(f"{self.mounted}/{name}", 900)
-                record["ended"] = time.time()
-                self.check_relay(record, name)
-                self.relays.append(record)
-                (self.mounted / name).unlink(missing_ok=True) if self.mounted else None
+                self.end_relay(record, name)
             self.stop.wait(self.rng.uniform(20, 60))
 
     def resume_interrupted(self, n: int) -> bool:
@@ -515,15 +512,22 @@ class Chaos:
         name = str(row.get("dst")).rsplit("/", 1)[-1]
         record: dict[str, Any] = {"n": n, "via": "resume", "dst": row.get("dst")}
         with self.job_slot():
+            record["started"] = time.time()
             out = self.cli("relay", "--resume", str(row.get("id")), timeout=900)
-            record |= {"rc": out.returncode, "started": time.time()}
+            record["rc"] = out.returncode
             record["said"] = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:]
-            self.check_relay(record, name)
-            self.relays.append(record)
-            (self.mounted / name).unlink(missing_ok=True)
+            self.end_relay(record, name)
             (self.mounted / f"{name}.part").unlink(missing_ok=True)
         self.stop.wait(self.rng.uniform(20, 60))
         return True
+
+    def end_relay(self, record: dict[str, Any], name: str) -> None:
+        """A relay has ended: its outcome recorded, its copy removed (room for the next)."""
+        record["ended"] = time.time()
+        self.check_relay(record, name)
+        self.relays.append(record)
+        if self.mounted:
+            (self.mounted / name).unlink(missing_ok=True)
 
     def form_relay(self, src: str, dst: str) -> None:
         with self.typing:

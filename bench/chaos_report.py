@@ -63,8 +63,7 @@ def alert_counts(
             if word in m + " |" and (alert in m or recovery in m)
         )
         down, conditions, recoveries, repeated = False, 0, 0, 0
-        down_at: list[tuple[float, bool]] = []  # after each message: is the target down?
-        for at, is_alert in told:
+        for _, is_alert in told:  # after each message the target is down iff it alerted
             if is_alert == down:
                 repeated += 1
             elif is_alert:
@@ -72,11 +71,10 @@ def alert_counts(
             else:
                 recoveries += 1
             down = is_alert
-            down_at.append((at, down))
         missing = 0
         bounds = [*sorted(starts), float("inf")]
         for start, next_start in itertools.pairwise(bounds):
-            was_down = [d for at, d in down_at if at <= start][-1:] == [True]
+            was_down = [a for at, a in told if at <= start][-1:] == [True]
             alerted = any(is_alert and start <= at < next_start for at, is_alert in told)
             missing += not (was_down or alerted)
         missing += down  # never recovered by the end

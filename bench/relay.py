@@ -580,9 +580,8 @@ class NetnsBench:
         shell = time.perf_counter() - started
         started = time.perf_counter()
         subprocess.run(
-            [*self._ssh(self.eval)[:-1], "-s", self._ssh(self.eval)[-1], "sftp"],
-            input=b"", check=False, capture_output=True,
-        )  # fmt: skip
+            [*self._ssh(self.eval, ["-s"]), "sftp"], input=b"", check=False, capture_output=True
+        )
         sftp = time.perf_counter() - started
         return f"`ssh eval true` {shell:.3f} s, an SFTP session {sftp:.3f} s"
 

@@ -6,7 +6,7 @@ console's Monitor follows the directory; every few seconds every session of the
 host is killed (sshd's processes under the listener), wherever the writer or
 the reader is, so some cuts fall mid-record. At the end the records the file
 holds are counted against what the Monitor read (records and scalars), and each
-name's series (its newest 2,000 points, as the feed keeps them) is compared with
+name's series (its newest points, as many as the feed keeps) is compared with
 the steps the writer logged: lost, repeated, corrupt.
 
 Then the one-shot read: `dflash-tui status --json` on the finished run (connect,
@@ -39,9 +39,11 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from dflash_tui.core.config import load_config  # noqa: E402
 from dflash_tui.monitor import Monitor, MonitorOptions  # noqa: E402
+from dflash_tui.monitor.trackers.feed import POINTS_PER_NAME  # noqa: E402
 from dflash_tui.remote import HostPool  # noqa: E402
 from tests.monitor.trackers.writers import record_ends  # noqa: E402
 from tests.testbed import ClientKey, SshdHost, hosts_toml, sshd_host_entry  # noqa: E402
+from tests.waiting import async_wait_until  # noqa: E402
 
 
 def specforge_scalars(step: int) -> dict[str, float]:
@@ -67,12 +69,12 @@ WRITER = f"""
 import math, sys, time
 from tensorboardX import SummaryWriter
 {inspect.getsource(specforge_scalars).replace("dict[str, float]", "dict")}
-writer = SummaryWriter(logdir=sys.argv[2], flush_secs=1)
-for step in range(int(sys.argv[3])):
+writer = SummaryWriter(logdir=sys.argv[1], flush_secs=1)
+for step in range(int(sys.argv[2])):
     for name, value in specforge_scalars(step).items():
         writer.add_scalar(name, value, global_step=step)
     writer.flush()
-    time.sleep(float(sys.argv[4]))
+    time.sleep(float(sys.argv[3]))
 writer.close()
 """
 
@@ -81,7 +83,7 @@ async def follow(config_path: Path, host: SshdHost, args: argparse.Namespace, ru
     config = load_config(config_path)
     rng = random.Random(args.seed)
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(ROOT), str(runs), str(args.steps), str(args.step_s)]
+        [sys.executable, "-c", WRITER, str(runs), str(args.steps), str(args.step_s)]
     )
     cuts = 0
     async with HostPool(config) as pool:
@@ -96,19 +98,18 @@ async def follow(config_path: Path, host: SshdHost, args: argparse.Namespace, ru
                     cuts += 1
             (events,) = sorted(runs.glob("events.out.tfevents.*"))
             total = len(record_ends(events.read_bytes()))
-            deadline = time.monotonic() + 120
-            while (monitor.run_view("sf").tracker or None) is None or (
-                monitor.run_view("sf").tracker.records < total  # type: ignore[union-attr]
-            ):
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the monitor did not read all {total} records in 120 s")
-                await asyncio.sleep(0.2)
-            tracker = monitor.run_view("sf").tracker
-            assert tracker is not None
+            tracker = await async_wait_until(
+                lambda: (
+                    (t := monitor.run_view("sf").tracker) is not None and t.records >= total and t
+                ),
+                f"the monitor to read all {total} records",
+                timeout=120,
+                seen=lambda: monitor.run_view("sf").tracker,
+            )
             lost = repeated = 0
-            kept = 2000  # the feed keeps the newest 2,000 points of each name (feed.py)
             for name in specforge_scalars(0):
-                want = [s for s in range(args.steps) if name in specforge_scalars(s)][-kept:]
+                want = [s for s in range(args.steps) if name in specforge_scalars(s)]
+                want = want[-POINTS_PER_NAME:]  # the newest the feed keeps of each name
                 got = [step for step, _ in monitor.scalar_series("sf", name)]
                 lost += len(set(want) - set(got))
                 repeated += len(got) - len(set(got))

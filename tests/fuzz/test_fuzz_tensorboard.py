@@ -12,8 +12,7 @@ corrupt by the follower); the feed and the history take any scalar.
 from __future__ import annotations
 
 import struct
-from functools import cache
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given
@@ -32,23 +31,19 @@ pytest.importorskip("tensorboardX")
 ODD_VALUES = [float("nan"), float("inf"), float("-inf"), 1e38, -0.0, 3.4e38]
 
 
-@cache
-def _written(tmp: str) -> bytes:
-    """Twelve steps from tensorboardX's writer, with odd values and names among them."""
-
-    def steps():  # type: ignore[no-untyped-def]
-        for step in range(12):
-            scalars = specforge_scalars(step)
-            scalars[f"train/acc_{10**step}"] = ODD_VALUES[step % len(ODD_VALUES)]
-            scalars["eval/simulated_acc_len"] = ODD_VALUES[(step + 1) % len(ODD_VALUES)]
-            yield (2**62 if step == 11 else step), scalars
-
-    return write_events(Path(tmp), steps()).read_bytes()
+def _steps() -> Iterator[tuple[int, dict[str, float]]]:
+    """Twelve steps of SpecForge's scalars, with odd values and names among them."""
+    for step in range(12):
+        scalars = specforge_scalars(step)
+        scalars[f"train/acc_{10**step}"] = ODD_VALUES[step % len(ODD_VALUES)]
+        scalars["eval/simulated_acc_len"] = ODD_VALUES[(step + 1) % len(ODD_VALUES)]
+        yield (2**62 if step == 11 else step), scalars
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return _written(str(tmp_path_factory.mktemp("tb")))
+    """Those steps as tensorboardX's writer writes them."""
+    return write_events(tmp_path_factory.mktemp("tb"), _steps()).read_bytes()
 
 
 @st.composite

@@ -20,6 +20,8 @@ from dflash_tui.monitor.trackers import Scalar, ScalarBatch
 from dflash_tui.monitor.trackers.names import meaning
 
 POSITION_STEPS_KEPT = 8
+POINTS_PER_NAME = 2000
+"""The newest points of each scalar name a feed keeps (`TrackerFeed.series`)."""
 """Per-position values are kept for this many steps (the latest and a few earlier)."""
 
 
@@ -35,7 +37,7 @@ class TrainerTau:
 class TrackerFeed:
     """One run's tracker scalars; see the module docstring."""
 
-    def __init__(self, kind: str, path: str, points_per_name: int = 2000) -> None:
+    def __init__(self, kind: str, path: str, points_per_name: int = POINTS_PER_NAME) -> None:
         self.kind = kind
         self.path = path
         self.points_per_name = points_per_name
