@@ -32,9 +32,11 @@ from dflash_tui.transfer.verify import DEFAULT_RANGE_BYTES
 # The engine (and asyncssh with it) loads inside run(), once the arguments are known.
 
 if TYPE_CHECKING:
+    import sqlite3
     from pathlib import Path
 
     from dflash_tui.transfer import RelayOptions, TransferError, TransferResult
+    from dflash_tui.transfer.hosts.leg_procs import LegProcs
 
 LIST_COLUMNS = [
     ("id", "ID"),
@@ -132,28 +134,43 @@ def run(args: argparse.Namespace) -> int:
         worker_processes={"auto": None, "on": True, "off": False}[args.workers],
     )
     printer = _Printer(sys.stdout, json_lines=args.json)
+    from dflash_tui.transfer import open_transfer_state
+
+    conn = open_transfer_state(config.console.state_dir)
+    trace.mark("state")
+    early = None
+    if not (args.resume or args.direct or args.keep_local):
+        # A large file's OpenSSH legs connect while the engine loads (leg_procs.py).
+        from dflash_tui.transfer.hosts.leg_procs import start_early
+
+        early = start_early(config, conn, args.src, args.dst)
+        trace.mark("legs_spawned" if early else "no_early_legs")
     try:
         import asyncio  # only to run one (not for --help or --list)
 
-        return asyncio.run(_relay(config, args, options, printer))
+        return asyncio.run(_relay(config, conn, args, options, printer, early))
     finally:
+        if early is not None:
+            early.kill()  # the relay used or stopped them; else they stop here
+        conn.close()
         printer.close()
         trace.mark("loop_closed")
 
 
 async def _relay(
-    config: Config, args: argparse.Namespace, options: RelayOptions, printer: _Printer
+    config: Config,
+    conn: sqlite3.Connection,
+    args: argparse.Namespace,
+    options: RelayOptions,
+    printer: _Printer,
+    early: LegProcs | None,
 ) -> int:
-
     from dflash_tui.remote.pool import HostPool
-    from dflash_tui.transfer import open_transfer_state
     from dflash_tui.transfer.dispatch import relay, resume_transfer
     from dflash_tui.transfer.endpoints import EndpointError
     from dflash_tui.transfer.errors import TransferError
 
     trace.mark("imported")
-    conn = open_transfer_state(config.console.state_dir)
-    trace.mark("state")
     try:
         async with HostPool(config) as pool:
             try:
@@ -163,8 +180,9 @@ async def _relay(
                     )
                 else:
                     result = await relay(
-                        pool, conn, args.src, args.dst, options=options, on_event=printer
-                    )
+                        pool, conn, args.src, args.dst, options=options, on_event=printer,
+                        early_legs=early,
+                    )  # fmt: skip
             except EndpointError as exc:
                 raise CommandError(str(exc), 2) from None
             except TransferError as exc:
@@ -173,7 +191,6 @@ async def _relay(
                 printer.failed(exc)
                 return 1
     finally:
-        conn.close()
         trace.mark("pool_closed")
     printer.summary(result)
     return 0

@@ -181,7 +181,16 @@ TRANSFERS = Schema(
             FOREIGN KEY (transfer_id, rel) REFERENCES transfer_files (transfer_id, rel)
                 ON DELETE CASCADE
         )
+        """,
+        # How long each host's latest SFTP session took to open (its login shell on a
+        # stock host): whether a relay starts its OpenSSH legs before the walk.
         """
+        CREATE TABLE host_session_starts (
+            host TEXT PRIMARY KEY,
+            seconds REAL NOT NULL,
+            measured_at REAL NOT NULL
+        )
+        """,
     ],
 )
 

@@ -22,6 +22,7 @@ from dflash_tui.transfer.results import RelayOptions, TransferResult
 
 if TYPE_CHECKING:
     from dflash_tui.remote.pool import HostPool
+    from dflash_tui.transfer.hosts.leg_procs import LegProcs
 
 
 def parse_endpoints(pool: HostPool, src: str, dst: str) -> tuple[Endpoint, Endpoint]:
@@ -45,12 +46,15 @@ async def relay(
     *,
     options: RelayOptions | None = None,
     on_event: Callable[[TransferEvent], None] | None = None,
+    early_legs: LegProcs | None = None,
 ) -> TransferResult:
     """Copy `src` to `dst` (each `host:path` or a local path), verified end to end.
 
     An unfinished transfer between the same endpoints is resumed. Raises
     EndpointError for a bad word, TransferError when the transfer fails (its
     `resumable` says whether a rerun continues; `transfer_id` names the row).
+    `early_legs`: OpenSSH legs already started for `src` (leg_procs.start_early); the
+    relay uses or stops them, and the caller kills them if it never got that far.
     """
     options = options or RelayOptions()
     from dflash_tui.transfer import s3  # a store on either side (no boto3 import until used)
@@ -70,7 +74,7 @@ async def relay(
             f"in process {record.pid}",
             kind="busy",
         )
-    return await HostRelay(pool, state_conn, src, dst, options, on_event, record).run()
+    return await HostRelay(pool, state_conn, src, dst, options, on_event, record, early_legs).run()
 
 
 async def resume_transfer(

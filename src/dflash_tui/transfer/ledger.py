@@ -242,6 +242,23 @@ class TransferLedger:
             (transfer_id, rel, rng.offset, rng.length, sha256),
         )
 
+    def note_session_start(self, host: str, seconds: float) -> None:
+        """How long `host`'s SFTP session just took to open (the latest one counts)."""
+        self.conn.execute(
+            "INSERT OR REPLACE INTO host_session_starts (host, seconds, measured_at) "
+            "VALUES (?, ?, ?)",
+            (host, seconds, time.time()),
+        )
+
+    def session_starts(self, hosts: Iterable[str]) -> dict[str, float]:
+        """The latest session start noted for each of `hosts` that has one."""
+        names = list(hosts)
+        marks = ",".join("?" * len(names))
+        rows = self.conn.execute(
+            f"SELECT host, seconds FROM host_session_starts WHERE host IN ({marks})", names
+        )
+        return {r["host"]: r["seconds"] for r in rows}
+
     def drop_ranges(self, transfer_id: str, rel: str, offsets: Iterable[int] | None = None) -> None:
         if offsets is None:
             self.conn.execute(

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -148,6 +149,7 @@ class Side:
     """Runs fixed argv on one endpoint's machine."""
 
     label: str
+    files_open_s: float | None = None  # how long its SFTP session took to open
 
     @property
     def is_local(self) -> bool:
@@ -188,6 +190,8 @@ class RemoteSide(Side):
         self._files_stack: contextlib.AsyncExitStack | None = None
         self._files_lock = asyncio.Lock()
         self._no_files = bool(pool.host(host).exec_prefix)
+        # On a stock host the SFTP session pays the login shell (leg_procs.speculate).
+        self.files_open_s = None
 
     async def files(self) -> asyncssh.SFTPClient | None:
         if self._no_files:
@@ -196,6 +200,7 @@ class RemoteSide(Side):
             if self._files is not None:
                 return self._files
             stack = contextlib.AsyncExitStack()
+            asked = time.monotonic()
             try:
                 self._files = await stack.enter_async_context(self.pool.sftp(self.label))
             except HostUnreachable as exc:
@@ -216,6 +221,7 @@ class RemoteSide(Side):
                     return None
                 raise ConnectionLost(self.label, f"connection lost: {exc}") from None
             self._files_stack = stack
+            self.files_open_s = time.monotonic() - asked
             trace.mark("sftp")
             return self._files
 

@@ -33,7 +33,7 @@ class BypassPaths:
     tracker: ProgressTracker | None
     bytes_sent: int
     _sftp: tuple[asyncssh.SFTPClient, asyncssh.SFTPClient] | None
-    _legs: dict[int, asyncio.Future[ssh_legs.Legs]]
+    _legs: dict[int, ssh_legs.Legs]
     _legs_spent: bool
     _batch: tuple[list[RelayFile], asyncio.Future[small_path.SmallBatch]] | None
 
@@ -64,7 +64,7 @@ class BypassPaths:
                     piece.landed = upto
                     self.landed(piece, upto)
 
-            legs = await self._legs[id(job)]
+            legs = self._legs[id(job)]
             try:
                 src_sha, dst_sha = await legs.run(lambda: asyncio.ensure_future(size()), on_landed)
             except BaseException:
@@ -85,10 +85,7 @@ class BypassPaths:
         """Stop the legs not in `keep` (all by default): killed before any `go`, they
         never wrote anything."""
         for key in [k for k in self._legs if keep is None or k not in keep]:
-            future = self._legs.pop(key)
-            future.cancel()
-            with contextlib.suppress(BaseException):
-                await (await future).close()
+            await self._legs.pop(key).close()
 
     async def _move_sftp(self, jobs: list[RelayFile]) -> None:
         """Small files over the two SFTP sessions (hosts/sftp_files.py); a file whose copy

@@ -43,6 +43,7 @@ from dflash_tui.transfer.hosts import direct as direct_mode
 from dflash_tui.transfer.hosts import sftp_files, ssh_legs, stream_path
 from dflash_tui.transfer.hosts import small as small_path
 from dflash_tui.transfer.hosts.bypass import BypassPaths
+from dflash_tui.transfer.hosts.leg_procs import LegProcs, SshSettings, speculate
 from dflash_tui.transfer.hosts.procs import ProcWorker, worker_count
 from dflash_tui.transfer.hosts.range_path import RangeScripts
 from dflash_tui.transfer.hosts.relay_file import (
@@ -107,6 +108,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         options: RelayOptions,
         on_event: EventSink | None,
         record: TransferRecord | None,
+        early_legs: LegProcs | None = None,
     ) -> None:
         self.pool = pool
         self.ledger = TransferLedger(conn)
@@ -148,13 +150,21 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         self._sftp: tuple[asyncssh.SFTPClient, asyncssh.SFTPClient] | None = None
         # OpenSSH legs of fresh large files (ssh_legs.py), started while the destination
         # is checked, by id of their RelayFile; none after a leg failed once.
-        self._legs: dict[int, asyncio.Future[ssh_legs.Legs]] = {}
+        self._legs: dict[int, ssh_legs.Legs] = {}
         self._legs_spent = False
+        # Legs started before the walk, for a source named like a large file
+        # (leg_procs.speculate): the plan gives them their file, or stops them.
+        self._early = early_legs
 
     # ------------------------------------------------------------------ top level
 
     async def run(self) -> TransferResult:
         self._validate()
+        if self._early is None and self._may_speculate():
+            assert self.src.host is not None and self.dst.host is not None  # speculate
+            settings = SshSettings.of_pool(self.pool)
+            self._early = LegProcs(settings, self.src.host, self.dst.host, self.src.path).spawn()
+            trace.mark("legs_spawned")
         if self.record is None:
             self.transfer_id = self.ledger.create(
                 str(self.src),
@@ -189,6 +199,15 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
             self.resumed,
             self.options.keep_local,
         )
+
+    def _may_speculate(self) -> bool:
+        """Whether legs may start before the walk (a fresh relay; leg_procs.speculate)."""
+        o = self.options
+        if self.record is not None or o.direct or o.keep_local or not o.openssh_legs:
+            return False
+        hosts = [h for h in (self.src.host, self.dst.host) if h is not None]
+        starts = self.ledger.session_starts(hosts)
+        return speculate(self.pool.config, self.src, self.dst, starts)
 
     def _validate(self) -> None:
         if self.options.keep_local and (self.src.is_local or self.dst.is_local):
@@ -257,6 +276,9 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
             clients = await asyncio.gather(self.src_side.files(), self.dst_side.files())
             if clients[0] is not None and clients[1] is not None:
                 self._sftp = (clients[0], clients[1])
+        for side, end in ((self.src_side, self.src), (self.dst_side, self.dst)):
+            if end.host is not None and side.files_open_s is not None:
+                self.ledger.note_session_start(end.host, side.files_open_s)
         trace.mark("walked")
         return tree, probed
 
@@ -333,14 +355,21 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
             )
             self._batch = (list(self.jobs), asyncio.ensure_future(batch.open()))
         by_legs = {id(f) for f in self._by_legs([j.file for j in self.jobs])}
+        early, self._early = self._early, None
         for job in self.jobs:
             if id(job.file) in by_legs and not job.written and id(job) not in self._legs:
                 assert self.src.host is not None and self.dst.host is not None
-                legs = ssh_legs.Legs(
-                    self.pool, self.src.host, self.dst.host, job.src_path, job.dst_part,
-                    job.file.size,
-                )  # fmt: skip
-                self._legs[id(job)] = asyncio.ensure_future(legs.start())
+                if early is not None and early.src_path == job.src_path:
+                    legs = ssh_legs.Legs(early, job.dst_part, job.file.size)
+                    early = None
+                else:
+                    legs = ssh_legs.Legs.start(
+                        self.pool, self.src.host, self.dst.host, job.src_path, job.dst_part,
+                        job.file.size,
+                    )  # fmt: skip
+                self._legs[id(job)] = legs
+        if early is not None:  # the walk found no large file there: never used
+            await ssh_legs.close_procs(early)
 
     async def _check(self, tree: SourceTree) -> list[RelayFile]:
         """Collisions, files already up to date and free space; returns what is to send."""
@@ -684,6 +713,9 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
     async def _stop(self) -> None:
         """Stop background hashes and close local files (between attempts and at the end)."""
         await self._close_legs()
+        early, self._early = self._early, None
+        if early is not None:
+            await ssh_legs.close_procs(early)
         warm, self._warm = self._warm, []
         for started in warm:
             started.cancel()

@@ -7,10 +7,12 @@ over two. Here a fresh large file goes as `ssh SRC ... | ssh DST ...`:
 * both `ssh` are started with the pool's settings for their host: the same
   known_hosts with strict host-key checking, identity, user, port, jump chain
   (a ProxyCommand per hop), BatchMode, keepalives and ciphers; each runs a
-  fixed script from this module through `pool.command` (env, exec prefix);
-* the source script checks the file's size against the walk, waits for a
-  `go` line (sent once the destination check passed: both legs connect and
-  start their login shells while the relay checks), then sends the bytes,
+  fixed script (leg_procs.py) with the host's env and exec prefix;
+* they start before the walk when the source is named like a large file (even
+  before the engine loads, for `dflash-tui relay`), else at the walk, and wait
+  for a `go` message sent once the destination check passed: the size the walk
+  found and the NAME.part to write;
+* the source script checks the file still has that size, then sends the bytes,
   hashing them in the same pass (`tee` into the hash);
 * the destination script writes NAME.part with `tee`, hashing what it is
   given in the same pass, and checks the part's length at the end;
@@ -25,149 +27,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shlex
-import shutil
-import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
+from dflash_tui.transfer.hosts.leg_procs import LegProcs, SshSettings, available
 from dflash_tui.transfer.plan import describe_failure
-from dflash_tui.transfer.scripts import argv as script_argv
 from dflash_tui.transfer.sides import Output
 
 if TYPE_CHECKING:
-    from dflash_tui.core.config import HostConfig
     from dflash_tui.remote.pool import HostPool
 
-SSH = "ssh"
+__all__ = ["Legs", "available"]
+
 # OpenSSH's exit status for its own failures (connecting, authenticating, a lost link).
 SSH_FAILED = 255
 SHA_HEX = 64
-
-_PRELUDE = """export LC_ALL=C
-h() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r; else sha256sum; fi | cut -c1-64; }
-"""
-
-# Source: $1 the file, $2 its size when listed. After a `go` line on stdin, a
-# `go` line and the file's bytes on stdout and, on stderr, their sha256 from
-# the same pass.
-SRC_LEG = (
-    _PRELUDE
-    + r"""f=$1 size=$2
-now=$(stat -L -c %s -- "$f") || exit 1
-[ "$now" = "$size" ] || { echo "dflash: $f: changed: $now bytes now, $size when listed" >&2; exit 3; }
-IFS= read -r go || exit 9
-[ "$go" = go ] || exit 9
-echo go
-{ tee /dev/fd/3 < "$f" | h >&2; } 3>&1
-"""
-)
-
-# Destination: $1 NAME.part, $2 the size. stdin is the source's stdout: its
-# `go` line, then the bytes, written to NAME.part and hashed in the same pass;
-# the sha256 on stdout. Exit 5 when NAME.part did not get all the bytes.
-DST_LEG = (
-    _PRELUDE
-    + r"""part=$1 size=$2
-IFS= read -r go || exit 9
-[ "$go" = go ] || exit 9
-tee -- "$part" | h
-got=$(stat -c %s -- "$part") || exit 1
-[ "$got" = "$size" ] || { echo "dflash: $part: $got of $size bytes written" >&2; exit 5; }
-"""
-)
-
-
-def available() -> bool:
-    """Whether an OpenSSH client is on this machine's PATH."""
-    return shutil.which(SSH) is not None
-
-
-def ssh_options(pool: HostPool, host: HostConfig) -> list[str]:
-    """`ssh` options reaching `host` as the pool does (before the destination word)."""
-    opts = [
-        "-o", "BatchMode=yes",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", f"UserKnownHostsFile={_escape(str(pool.known_hosts_path))}",
-        "-o", "GlobalKnownHostsFile=/dev/null",
-        "-o", "CheckHostIP=no",
-        "-o", "LogLevel=ERROR",
-        "-o", f"ConnectTimeout={max(1, int(pool.connect_timeout_s))}",
-        "-o", f"ServerAliveInterval={max(1, int(pool.keepalive_s))}",
-        "-o", "ServerAliveCountMax=3",
-        "-o", "Compression=no",
-        "-o", "Ciphers=aes128-gcm@openssh.com,aes256-gcm@openssh.com,"
-        "chacha20-poly1305@openssh.com,aes128-ctr,aes256-ctr",
-        "-o", "ControlMaster=no",
-        "-o", "ControlPath=none",
-    ]  # fmt: skip
-    if host.port:
-        opts += ["-p", str(host.port)]
-    if host.user:
-        opts += ["-l", host.user]
-    if host.identity:
-        opts += ["-i", _escape(str(host.identity)), "-o", "IdentitiesOnly=yes"]
-    if host.jump:
-        jump = pool.host(host.jump)
-        hop = [SSH, *ssh_options(pool, jump), "-W", "%h:%p", "--", jump.address]
-        opts += ["-o", "ProxyCommand=" + _escape(shlex.join(hop))]
-    return opts
-
-
-def _escape(text: str) -> str:
-    """A value for ssh's -o, where `%` starts a token."""
-    return text.replace("%", "%%")
-
-
-def ssh_argv(pool: HostPool, name: str, argv: list[str]) -> list[str]:
-    """The `ssh` argv that runs `argv` on host `name` (env and exec prefix as the pool)."""
-    host = pool.host(name)
-    return [SSH, *ssh_options(pool, host), "--", host.address, pool.command(name, argv).render()]
+POLL_S = 0.25  # how often NAME.part's size is read for progress
+EXIT_WAIT_S = 5.0  # for a killed `ssh` to be gone
 
 
 class Legs:
-    """The two `ssh` processes for one file, started before the destination is cleared."""
+    """One file's legs (LegProcs) and where its bytes land."""
 
-    def __init__(
-        self, pool: HostPool, src: str, dst: str, src_path: str, dst_part: str, size: int
-    ) -> None:
-        self.src = src
-        self.dst = dst
-        self.src_path = src_path
+    def __init__(self, procs: LegProcs, dst_part: str, size: int) -> None:
+        self.procs = procs
+        self.src = procs.src
+        self.dst = procs.dst
+        self.src_path = procs.src_path
         self.dst_part = dst_part
         self.size = size
-        self._src_argv = ssh_argv(pool, src, script_argv(SRC_LEG, src_path, size))
-        self._dst_argv = ssh_argv(pool, dst, script_argv(DST_LEG, dst_part, size))
-        self._procs: list[asyncio.subprocess.Process] = []
 
-    async def start(self) -> Legs:
-        read_end, write_end = os.pipe()
-        try:
-            source = await asyncio.create_subprocess_exec(
-                *self._src_argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=write_end,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
-            self._procs.append(source)
-            sink = await asyncio.create_subprocess_exec(
-                *self._dst_argv,
-                stdin=read_end,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
-            self._procs.append(sink)
-        except BaseException:
-            await self.close()
-            raise
-        finally:
-            os.close(read_end)
-            os.close(write_end)
-        return self
+    @classmethod
+    def start(
+        cls, pool: HostPool, src: str, dst: str, src_path: str, dst_part: str, size: int
+    ) -> Legs:
+        """Legs started now, for a file the walk has found."""
+        procs = LegProcs(SshSettings.of_pool(pool), src, dst, src_path).spawn()
+        return cls(procs, dst_part, size)
 
     async def run(
         self, landed: Callable[[], asyncio.Future[int]], on_landed: Callable[[int], None]
@@ -175,32 +72,27 @@ class Legs:
         """Send `go`, follow NAME.part's size (`landed()` asks it; `on_landed` hears each
         new size) until both processes end; (source sha256, destination sha256).
         ConnectionLost when a link broke (`on_landed` has heard how far it got)."""
-        source, sink = self._procs
-        assert source.stdin is not None and source.stderr is not None
-        assert sink.stdout is not None and sink.stderr is not None
-        try:
-            source.stdin.write(b"go\n")
-            await source.stdin.drain()
-            source.stdin.close()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # its status says why
+        assert self.procs.procs is not None
+        source, sink = self.procs.procs
+        assert source.stderr is not None and sink.stdout is not None and sink.stderr is not None
+        self.procs.go(self.size, self.dst_part)
         outputs = asyncio.ensure_future(
-            asyncio.gather(
-                source.stderr.read(), sink.stdout.read(), sink.stderr.read(), source.wait(),
-                sink.wait(),
-            )
-        )  # fmt: skip
+            asyncio.gather(_read_all(source.stderr), _read_all(sink.stdout), _read_all(sink.stderr))
+        )
         try:
-            while not outputs.done():
-                await asyncio.wait([outputs], timeout=0.25)
-                with contextlib.suppress(Exception):
-                    on_landed(await landed())
-            src_err, dst_out, dst_err, src_status, dst_status = outputs.result()
+            while not outputs.done() or not self.procs.reap():
+                await asyncio.wait([outputs], timeout=POLL_S if not outputs.done() else 0.01)
+                if not outputs.done():
+                    with contextlib.suppress(Exception):
+                        on_landed(await landed())
+            src_err, dst_out, dst_err = outputs.result()
         finally:
             if not outputs.done():
                 outputs.cancel()
+                await asyncio.wait([outputs])  # the pipes' transports closed before a kill
         with contextlib.suppress(Exception):
             on_landed(await landed())
+        src_status, dst_status = source.returncode, sink.returncode
         src_text = src_err.decode("utf-8", "replace")
         dst_text = dst_err.decode("utf-8", "replace")
         if SSH_FAILED in (src_status, dst_status):
@@ -208,23 +100,36 @@ class Legs:
             said = (src_text if failed == self.src else dst_text).strip().splitlines()[-1:]
             raise ConnectionLost(failed, f"connection lost ({' '.join(said) or 'ssh failed'})")
         if src_status != 0:
-            out = Output(src_status, b"", src_err)
+            out = Output(src_status or 1, b"", src_err)
             raise _failure(f"{self.src}:{self.src_path}", out, "reading")
         if dst_status != 0:
-            out = Output(dst_status, b"", dst_err)
+            out = Output(dst_status or 1, b"", dst_err)
             raise _failure(f"{self.dst}:{self.dst_part.removesuffix('.part')}", out, "writing")
         return _sha(src_text, self.src), _sha(dst_out.decode("ascii", "replace"), self.dst)
 
     async def close(self) -> None:
-        """Both processes gone (killed if still running)."""
-        procs, self._procs = self._procs, []
-        for proc in procs:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-        for proc in procs:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 5.0)
+        """Both processes gone (killed if still running) and reaped."""
+        await close_procs(self.procs)
+
+
+async def close_procs(procs: LegProcs) -> None:
+    """`procs` killed, their pipes closed, their statuses collected."""
+    procs.kill()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + EXIT_WAIT_S
+    while not procs.reap() and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+
+
+async def _read_all(pipe: IO[bytes]) -> bytes:
+    """All of a child's pipe, read without blocking the loop."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        return await reader.read()
+    finally:
+        transport.close()
 
 
 def _failure(where: str, out: Output, what: str) -> TransferError:
