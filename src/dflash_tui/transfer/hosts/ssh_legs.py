@@ -80,11 +80,17 @@ class Legs:
             asyncio.gather(_read_all(source.stderr), _read_all(sink.stdout), _read_all(sink.stderr))
         )
         try:
-            while not outputs.done() or not self.procs.reap():
-                await asyncio.wait([outputs], timeout=POLL_S if not outputs.done() else 0.01)
+            while not outputs.done():
+                await asyncio.wait([outputs], timeout=POLL_S)
                 if not outputs.done():
                     with contextlib.suppress(Exception):
                         on_landed(await landed())
+            # Both closed their pipes, so both are exiting; one that lingers is killed.
+            give_up = asyncio.get_running_loop().time() + EXIT_WAIT_S
+            while not self.procs.reap():
+                if asyncio.get_running_loop().time() > give_up:
+                    self.procs.kill()
+                await asyncio.sleep(0.01)
             src_err, dst_out, dst_err = outputs.result()
         finally:
             if not outputs.done():
