@@ -149,7 +149,9 @@ class Side:
     """Runs fixed argv on one endpoint's machine."""
 
     label: str
-    files_open_s: float | None = None  # how long its SFTP session took to open
+    # How long its SFTP session took to open: on a stock host, the login shell's cost
+    # (leg_procs.speculate).
+    files_open_s: float | None = None
 
     @property
     def is_local(self) -> bool:
@@ -190,8 +192,6 @@ class RemoteSide(Side):
         self._files_stack: contextlib.AsyncExitStack | None = None
         self._files_lock = asyncio.Lock()
         self._no_files = bool(pool.host(host).exec_prefix)
-        # On a stock host the SFTP session pays the login shell (leg_procs.speculate).
-        self.files_open_s = None
 
     async def files(self) -> asyncssh.SFTPClient | None:
         if self._no_files:

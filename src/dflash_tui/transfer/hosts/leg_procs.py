@@ -182,24 +182,17 @@ class LegProcs:
         pipe = subprocess.PIPE
         started: list[subprocess.Popen[bytes]] = []
         try:
-            started.append(
-                subprocess.Popen(
-                    self._argvs[0],
-                    stdin=pipe,
-                    stdout=write_end,
-                    stderr=pipe,
-                    start_new_session=True,
+            # The source's stdout is the destination's stdin; each in its own session,
+            # so a Ctrl-C here reaches neither (kill() ends their process groups).
+            for argv, stdin, stdout in (
+                (self._argvs[0], pipe, write_end),
+                (self._argvs[1], read_end, pipe),
+            ):
+                started.append(
+                    subprocess.Popen(
+                        argv, stdin=stdin, stdout=stdout, stderr=pipe, start_new_session=True
+                    )
                 )
-            )
-            started.append(
-                subprocess.Popen(
-                    self._argvs[1],
-                    stdin=read_end,
-                    stdout=pipe,
-                    stderr=pipe,
-                    start_new_session=True,
-                )
-            )
         except BaseException:
             for proc in started:
                 _kill(proc)

@@ -86,11 +86,8 @@ class Legs:
                     with contextlib.suppress(Exception):
                         on_landed(await landed())
             # Both closed their pipes, so both are exiting; one that lingers is killed.
-            give_up = asyncio.get_running_loop().time() + EXIT_WAIT_S
-            while not self.procs.reap():
-                if asyncio.get_running_loop().time() > give_up:
-                    self.procs.kill()
-                await asyncio.sleep(0.01)
+            if not await _exited(self.procs, EXIT_WAIT_S):
+                await close_procs(self.procs)
             src_err, dst_out, dst_err = outputs.result()
         finally:
             if not outputs.done():
@@ -121,10 +118,18 @@ class Legs:
 async def close_procs(procs: LegProcs) -> None:
     """`procs` killed, their pipes closed, their statuses collected."""
     procs.kill()
+    await _exited(procs, EXIT_WAIT_S)
+
+
+async def _exited(procs: LegProcs, within_s: float) -> bool:
+    """Whether both processes exited (and were reaped) within `within_s`."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + EXIT_WAIT_S
-    while not procs.reap() and loop.time() < deadline:
+    deadline = loop.time() + within_s
+    while not procs.reap():
+        if loop.time() >= deadline:
+            return False
         await asyncio.sleep(0.01)
+    return True
 
 
 async def _read_all(pipe: IO[bytes]) -> bytes:
