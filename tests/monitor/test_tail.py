@@ -188,6 +188,35 @@ async def test_truncated_and_regrown_while_disconnected_is_read_from_the_start(
     assert got.texts[20:] == [f"new line {i} with more text" for i in range(30)]
 
 
+async def test_an_old_inode_that_now_names_another_file_is_not_read(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    """While the host was down the log was replaced (the old file deleted) and its inode
+    number went to another run's log in the same directory (a trainer restarting renames
+    a new log over the old one; the freed number is soon reused). Found by its inode,
+    that file has other bytes before the offset: it is not ours, so its lines must never
+    show, and the log at the path is read from its start."""
+    log, other = tmp_path / "run0.log", tmp_path / "run4.log"
+    log.write_text("".join(f"run0 old {i}\n" for i in range(20)))
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        got = Collector(LogTail(pool, "a", str(log), poll_s=0.05)).start()
+        try:
+            await eventually(lambda: len(got.texts) == 20, what="run0's first lines")
+            sshd.stop()
+            # The same inode under another name with other bytes: what a reused inode
+            # number looks like from the host (deterministic, unlike real reuse).
+            log.rename(other)
+            other.write_text("".join(f"run4 line {i} with more text\n" for i in range(40)))
+            log.write_text("".join(f"run0 new {i}\n" for i in range(5)))
+            sshd.start()
+            await eventually(lambda: len(got.texts) >= 25, 30, what="run0's new lines")
+            await asyncio.sleep(0.3)  # nothing else may follow
+        finally:
+            await got.close()
+    assert got.texts[20:] == [f"run0 new {i}" for i in range(5)]
+    assert "lost" in [n.kind for n in got.notices]
+
+
 async def test_a_missing_log_is_waited_for(sshd: SshdHost, write_config, tmp_path) -> None:
     log = tmp_path / "later.log"
     async with HostPool(load_config(write_config({"a": sshd}))) as pool:

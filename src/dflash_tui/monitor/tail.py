@@ -104,6 +104,16 @@ open_path() {
     { command exec 3<"$p"; } 2>/dev/null || return 1
     id=$(stat -L -c '%d:%i' /dev/fd/3) || return 1
 }
+# Whether fd 3 still holds what we read: at least $off bytes, ending in $check.
+same_bytes() {
+    size=$(stat -L -c %s /dev/fd/3)
+    [ "$off" -le "$size" ] || return 1
+    [ -n "$check" ] || return 0
+    k=$((${#check} / 2))
+    [ "$off" -ge "$k" ] || return 1
+    have=$(dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip=$((off - k)) count="$k" 2>/dev/null | od -An -v -tx1 | tr -d ' \n')
+    [ "$have" = "$check" ]
+}
 find_old() {
     d=$(dirname -- "$p")
     stat -L -c '%d:%i %n' -- "$d"/* "$d"/.[!.]* 2>/dev/null | while IFS=' ' read -r i n; do
@@ -117,7 +127,9 @@ follow() {
             opened=1
         else
             old=$(find_old)
-            if [ -n "$old" ] && { command exec 3<"$old"; } 2>/dev/null; then
+            # The old file, renamed: it still has our bytes. A file with its inode but
+            # other bytes is another file that got the number after ours was deleted.
+            if [ -n "$old" ] && { command exec 3<"$old"; } 2>/dev/null && same_bytes; then
                 id=$want opened=1
                 printf 'O %s\n' "$id"
             else
@@ -135,20 +147,9 @@ follow() {
             wake
         done
     fi
-    size=$(stat -L -c %s /dev/fd/3)
-    if [ "$off" -gt "$size" ]; then
+    if ! same_bytes; then
         printf 'T\n'
         off=0
-    elif [ -n "$check" ]; then
-        k=$((${#check} / 2))
-        have=
-        if [ "$off" -ge "$k" ]; then
-            have=$(dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip=$((off - k)) count="$k" 2>/dev/null | od -An -v -tx1 | tr -d ' \n')
-        fi
-        if [ "$have" != "$check" ]; then
-            printf 'T\n'
-            off=0
-        fi
     fi
     printf 'S %s %s\n' "$id" "$off"
     while :; do
