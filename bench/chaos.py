@@ -78,7 +78,6 @@ from ui_idle import cmdline, cpu_s, descendants, rss_mib  # noqa: E402
 from dflash_tui.demo import assets as demo_assets  # noqa: E402
 from dflash_tui.demo import trainer as demo_trainer  # noqa: E402
 from dflash_tui.demo.cluster import PCT_SHIM, TRAIN_SCRIPT  # noqa: E402
-from dflash_tui.monitor.lines import clean_line  # noqa: E402
 from dflash_tui.ui.guard import ERROR_LOG_NAME  # noqa: E402
 from tests.notify.hookserver import HookServer  # noqa: E402
 from tests.testbed import ClientKey, SshdHost  # noqa: E402
@@ -323,24 +322,21 @@ class Chaos:
             ),
         ]
 
-    def snapshot(self, state: RunState) -> None:
-        """Add the log's lines as they are now to what was written (before they are destroyed)."""
-        with contextlib.suppress(FileNotFoundError):
-            data = state.log.read_bytes()
-            for raw in data.split(b"\n")[:-1]:
-                state.written[clean_line(raw)] += 1
-
-    def caught_up(self, state: RunState, timeout: float) -> bool:
-        """Wait until the follower has seen every line now in the log (a truncation must not
-        destroy lines before a connected follower could read them)."""
+    def unseen(self, state: RunState, timeout: float) -> int:
+        """Lines now in the log the follower has not seen, after waiting up to `timeout` for
+        it to catch up (a truncation must not destroy lines a connected follower could read)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            now = Counter(clean_line(r) for r in state.log.read_bytes().split(b"\n")[:-1])
-            seen = Counter(self.followers[state.name].seen)
-            if not (now - seen):
-                return True
+        while True:
+            missing = sum((state.lines() - Counter(self.followers[state.name].seen)).values())
+            if not missing or time.monotonic() >= deadline:
+                return missing
             time.sleep(0.5)
-        return False
+
+    def account(self, state: RunState, timeout: float) -> None:
+        """Before the log is truncated or replaced: what the follower could not read within
+        `timeout` counts as destroyed while cut; every line counts as written."""
+        state.unobservable += self.unseen(state, timeout)
+        state.snapshot()
 
     def destroy_log(self, state: RunState, how: Callable[[], None]) -> None:
         """Pause the trainer, let the follower catch up, take the lines, then rotate/truncate."""
@@ -348,10 +344,7 @@ class Chaos:
         with contextlib.suppress(ProcessLookupError):
             os.kill(state.trainer.pid, signal.SIGSTOP)
         try:
-            if not self.caught_up(state, 20):
-                now = Counter(clean_line(r) for r in state.log.read_bytes().split(b"\n")[:-1])
-                state.unobservable += sum((now - Counter(self.followers[state.name].seen)).values())
-            self.snapshot(state)
+            self.account(state, 20)
             how()
         finally:
             with contextlib.suppress(ProcessLookupError):
@@ -387,14 +380,15 @@ class Chaos:
             host = self.hosts[rng.choice(["train", "storage"])]
             record["host"] = host.name
             host.sshd.stop()  # kills every session process under it
-            if host.name == "train":
+            if host.name == "train":  # every trainer dies with the host, at once
                 for state in self.runs.values():
-                    self.kill_trainer(state)
+                    self.kill_trainer(state, account=False)
             record["seconds"] = secs = rng.uniform(20, 45)
             time.sleep(secs)
             host.sshd.start()
             if host.name == "train":
                 for state in self.runs.values():
+                    self.account(state, 30)  # read what the host had, then it is replaced
                     self.start_trainer(state)
         elif kind in ("rotate", "truncate"):
             state = self.runs[rng.choice(RUNS)]
@@ -438,15 +432,15 @@ class Chaos:
         record["end"] = time.time()
         return record
 
-    def kill_trainer(self, state: RunState) -> None:
-        """The trainer dies: what it wrote so far stays in its log (counted at the end or when
-        the restarted trainer replaces the file)."""
+    def kill_trainer(self, state: RunState, *, account: bool = True) -> None:
+        """The trainer dies; its log is counted now (`account`, the host up) or by the caller,
+        before the restarted trainer renames a new log over it."""
         if state.trainer is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(state.trainer.pid, signal.SIGKILL)
             state.trainer.wait()
-        self.caught_up(state, 20)
-        self.snapshot(state)  # the restarted trainer renames a new log over this one
+        if account:
+            self.account(state, 20)
 
     # ------------------------------------------------------------------ work
 
@@ -655,7 +649,7 @@ class Chaos:
         ]
         for w in workers:
             w.start()
-        kinds = list(FAULTS)
+        kinds = list(self.args.faults)
         self.rng.shuffle(kinds)
         i = 0
         while time.monotonic() < end - 60:
@@ -669,7 +663,7 @@ class Chaos:
                     self.rss["half"] = rss_mib(self.console_pid)
             if time.monotonic() >= end - 60:
                 break
-            kind = kinds[i % len(kinds)] if i < len(kinds) else self.rng.choice(FAULTS)
+            kind = kinds[i % len(kinds)] if i < len(kinds) else self.rng.choice(kinds)
             i += 1
             log(f"fault {i}: {kind}")
             try:
@@ -693,8 +687,8 @@ class Chaos:
             if state.trainer is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(state.trainer.pid, signal.SIGSTOP)
-            self.caught_up(state, 30)
-            self.snapshot(state)
+            self.unseen(state, 30)
+            state.snapshot()
             self.final_seen[state.name] = list(self.followers[state.name].seen)
         return self.report(alive, rss_end, (fds_start, fds_end), (sessions_start, sessions_end))
 
@@ -772,9 +766,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=60.0)
     p.add_argument("--seed", type=int, default=36)
+    p.add_argument(
+        "--faults", type=lambda t: t.split(","), default=list(FAULTS),
+        help=f"the kinds of fault to draw from, comma-separated (default: all, {','.join(FAULTS)})",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--keep", action="store_true", help="keep the work folder (its path is logged)")
     args = p.parse_args()
+    if unknown := set(args.faults) - set(FAULTS):
+        p.error(f"--faults: no such kind {', '.join(sorted(unknown))} (kinds: {', '.join(FAULTS)})")
     for tool in ("tmux", "ssh", "tc", "ip", "fallocate"):
         if shutil.which(tool) is None:
             print(f"needs {tool}", file=sys.stderr)

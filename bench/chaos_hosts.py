@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dflash_tui.demo import assets as demo_assets
 from dflash_tui.demo.cluster import TRAIN_SCRIPT
+from dflash_tui.monitor.lines import clean_line
 from tests.testbed import ClientKey, SshdHost, hosts_toml, sshd_host_entry
 from tests.transfer.netns import Namespace
 
@@ -103,6 +104,17 @@ class RunState:
     written: Counter[str] = field(default_factory=Counter)
     unobservable: int = 0  # lines destroyed (truncated) while the link was cut
     trainer: subprocess.Popen[bytes] | None = None
+
+    def lines(self) -> Counter[str]:
+        """The log's lines now, cleaned as the console cleans them."""
+        try:
+            return Counter(clean_line(r) for r in self.log.read_bytes().split(b"\n")[:-1])
+        except FileNotFoundError:
+            return Counter()
+
+    def snapshot(self) -> None:
+        """Add the log's lines as they are now to what was written (before they are destroyed)."""
+        self.written.update(self.lines())
 
 
 def soak_config(
