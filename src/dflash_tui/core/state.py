@@ -48,10 +48,7 @@ def apply_schema(conn: sqlite3.Connection, schema: Schema) -> None:
         raise ValueError(f"schema name must match {_NAME.pattern}: {schema.name!r}")
     with _lock:
         _ensure_meta(conn)
-        row = conn.execute(
-            "SELECT version FROM schema_versions WHERE name = ?", (schema.name,)
-        ).fetchone()
-        done = row[0] if row else 0
+        done = _version(conn, schema.name)
         for version, step in enumerate(schema.steps[done:], start=done + 1):
             try:
                 conn.executescript(
@@ -62,7 +59,16 @@ def apply_schema(conn: sqlite3.Connection, schema: Schema) -> None:
             except sqlite3.Error:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                # Another process (a `dflash-tui` command started beside the console) ran
+                # this step between our read of the version and our transaction: done.
+                if _version(conn, schema.name) >= version:
+                    continue
                 raise
+
+
+def _version(conn: sqlite3.Connection, name: str) -> int:
+    row = conn.execute("SELECT version FROM schema_versions WHERE name = ?", (name,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def open_state(state_dir: Path, *schemas: Schema) -> sqlite3.Connection:
