@@ -215,9 +215,6 @@ class LegProcs:
         with contextlib.suppress(OSError):
             stdin.close()
 
-    def running(self) -> bool:
-        return self.procs is not None and any(p.poll() is None for p in self.procs)
-
     def kill(self) -> None:
         """Both process groups killed and their pipes closed (nothing written before a
         `go`); the exit statuses are collected by `reap`."""
