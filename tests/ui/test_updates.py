@@ -185,6 +185,38 @@ async def test_a_log_scrolled_by_a_new_line_builds_only_that_row(make_app) -> No
         assert [r.text.rstrip() for r in rows if r.text.strip()][-2:] == ["line 40", "new line"]
 
 
+async def test_a_growing_log_lays_out_no_screen_and_its_scrollbar_follows(make_app) -> None:
+    """Log's virtual size asks for a layout of the whole screen on every write; a log
+    that only gains rows under a scrollbar already shown updates its scrollbar itself
+    (docstring of ui/textual_private.py CachedLog). What a layout would have done must
+    still show: the thumb for the new length, the view on the newest line."""
+    app = make_app(FixtureSession())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        log = app.screen.query_one(LogPane).log_widget
+        log.write_lines([f"line {i}" for i in range(40)])
+        await settled(pilot, what="40 lines written")
+        assert log.show_vertical_scrollbar
+        skipped = log.layouts_skipped
+        layouts: list[int] = []
+        screen = app.screen
+        refresh_layout = screen._refresh_layout
+        screen._refresh_layout = lambda *a, **k: layouts.append(1) or refresh_layout(*a, **k)
+        for n in range(40, 100, 5):
+            log.write_lines([f"line {i}" for i in range(n, n + 5)])
+            await settled(pilot, what=f"lines to {n + 4} written")
+        bar = log.vertical_scrollbar
+        assert (log.layouts_skipped - skipped, layouts) == (12, []), "the screen was laid out"
+        lines = log.line_count
+        assert (bar.window_virtual_size, bar.position) == (lines, lines - bar.window_size)
+        assert bar.position == log.max_scroll_y == log.scroll_y
+        rows = log.render_lines(Region(0, 0, log.size.width, log.size.height))
+        assert [r.text.rstrip() for r in rows if r.text.strip()][-1] == "line 99"
+        log.write_lines(["x" * 200])  # wider than the view: the horizontal scrollbar appears
+        await settled(pilot, what="a wide line written")
+        assert layouts and log.show_horizontal_scrollbar
+
+
 async def test_a_full_log_shows_its_newest_lines_after_pruning(make_app) -> None:
     """Once full, every write drops the oldest lines and the rows move under a fixed
     scroll offset: kept rows must follow the lines, not the row numbers."""

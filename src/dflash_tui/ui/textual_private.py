@@ -13,6 +13,7 @@ private API").
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
@@ -20,7 +21,7 @@ from rich.style import Style
 from textual._xterm_parser import XTermParser
 from textual.app import App
 from textual.driver import Driver
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Log
@@ -47,6 +48,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.widgets.Log", "_process_line"),
     ("textual.widgets.Log", "_prune_max_lines"),
     ("textual.widgets.Log", "_render_line_strip"),
+    ("textual.widget.Widget", "_scroll_update"),
 )
 
 
@@ -94,14 +96,47 @@ class CachedLog(Guarded, Log):
     Log also measures new lines in a thread worker on every write (a Worker, a
     task, a hop to the executor and back), which costs more than measuring a
     few lines: here they are measured in place.
+
+    And Log's virtual size is a layout reactive: each write that adds lines
+    lays out the whole screen again (the compositor arranges every widget),
+    which was over a third of the console's CPU at rest while a log that is
+    not yet full grows. A log whose vertical scrollbar already shows and
+    whose width does not change keeps its region and its scrollbars' places,
+    so here only its scrollbars are updated and it repaints; anything else
+    (the first scrollbar, a wider line, a clear) still lays out.
     """
 
     ROWS_KEPT = 512
+    _growing_from: Size | None = None  # a write that only adds rows is under way
+    layouts_skipped = 0  # screen layouts a growing write did not ask for
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pruned = 0  # lines dropped from the start since the last clear
         self._rows: dict[tuple[Any, ...], Strip] = {}
+
+    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> Self:
+        self._growing_from = self.virtual_size if self.show_vertical_scrollbar else None
+        try:
+            return super().write_lines(lines, scroll_end)
+        finally:
+            self._growing_from = None
+
+    def refresh(
+        self,
+        *regions: Region,
+        repaint: bool = True,
+        layout: bool = False,
+        recompose: bool = False,
+    ) -> Self:
+        before = self._growing_from
+        if layout and not recompose and before is not None:
+            size = self.virtual_size
+            if size.width == before.width and size.height >= before.height:
+                self._scroll_update(size)  # the scrollbar's thumb, as a layout would set it
+                self.layouts_skipped += 1
+                layout = False
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     # Log's is a thread worker (@work(thread=True), so it returns a Worker); here the
     # few new lines are measured in place.
