@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.demo.cluster import DemoCluster, DemoRun
+from dflash_tui.monitor.tail import TAIL_MARKER
 from tests.notify.hookserver import HookServer
 from tests.notify.watch_process import start_watch
 from tests.waiting import wait_until
@@ -84,3 +85,45 @@ def test_a_killed_run_sends_one_message(tmp_path: Path, hook: HookServer) -> Non
         ("state", state.decode("latin-1")),
     ]:
         assert SECRET not in text, f"secret in {where}"
+
+
+def _tail_gathers(log: Path) -> set[str]:
+    """The gather arguments of the tail scripts on this machine following `log` (the demo's
+    hosts run their commands here; a script's subshells carry its arguments too)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            len(argv) > 11
+            and argv[3] == TAIL_MARKER.encode()
+            and argv[4].endswith(log.name.encode())
+        ):
+            found.add(argv[11].decode())
+    return found
+
+
+def test_watch_gathers_every_tail_for_a_refresh(tmp_path: Path) -> None:
+    """watch shows no log, so no tail sends a frame per line (docs/monitoring.md
+    "Gathered tails"): each one gathers for refresh_s on its host."""
+    cluster = DemoCluster(
+        tmp_path / "demo",
+        trainer_interval_s=0.2,
+        runs=(DemoRun("busy", "healthy", 3, checkpoints=False),),
+        eval_assets=False,
+    )
+    with cluster.serve_in_thread() as config:
+        config.write_text(config.read_text().replace("refresh_s = 2.0", f"refresh_s = {REFRESH_S}"))
+        out = tmp_path / "watch.log"
+        watcher = start_watch(config, out)
+        try:
+            wait_until(lambda: "run busy alive" in out.read_text(), "watch to see the run alive",
+                       timeout=60, seen=out.read_text)  # fmt: skip
+            log = cluster.log_path("busy")
+            wait_until(lambda: _tail_gathers(log), f"the tail script of {log.name}", timeout=30)
+            assert _tail_gathers(log) == {f"{REFRESH_S:g}"}
+        finally:
+            watcher.send_signal(signal.SIGTERM)
+            assert watcher.wait(30) == 0

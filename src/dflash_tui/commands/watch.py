@@ -77,6 +77,10 @@ async def _watch(config: Config, auto_eval: bool) -> None:
         on_notice=lambda n, o: say(notice_line(n, o)),
     )
     session.subscribe(_state_line)
+    # Nobody reads the lines here: every tail gathers them on its host and sends one
+    # frame per refresh_s, the pace at which states are judged (one SSH packet per line
+    # was most of watch's CPU at rest; docs/monitoring.md "Gathered tails").
+    session.watch_lines(None)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
