@@ -10,8 +10,8 @@ every run, and ten `ssh train tail -F` run in another tmux as the comparison. Fo
 `--minutes` faults drawn from `--seed` come one at a time with quiet stretches between
 (no fault, key, relay or job: the CPU at rest is measured there): a link cut (the
 host's end of its link down, 20-60 s; this kernel has no netem), a delay/loss spike
-(tbf at 256 kbit/s, a 300 ms queue), sshd restarted, a host rebooted (sshd and all
-under it killed, then started), a log rotated (copytruncate) or truncated, a trainer
+(tbf at 256 kbit/s, a 300 ms queue), sshd restarted, a host rebooted (sshd and every
+session killed, then started), a log rotated (copytruncate) or truncated, a trainer
 crashed and restarted, the relay destination's disk filled, the console killed
 during an eval job and restarted. Meanwhile 256 MiB relays (CLI and the console's
 relay form; one left interrupted is resumed) and eval jobs run. All traffic stays on
@@ -379,7 +379,7 @@ class Chaos:
         elif kind == "reboot":
             host = self.hosts[rng.choice(["train", "storage"])]
             record["host"] = host.name
-            host.sshd.stop()  # kills every session process under it
+            host.power_off()
             if host.name == "train":  # every trainer dies with the host, at once
                 for state in self.runs.values():
                     self.kill_trainer(state, account=False)

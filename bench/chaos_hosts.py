@@ -4,6 +4,7 @@ a private tmux server, and what is known of each run's log and its follower."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -73,6 +74,20 @@ class Host:
             ["ip", "netns", "exec", self.ns.name, "ip", "link", "set", f"{self.ns.name}i", state],
             check=True,
         )
+
+    def power_off(self) -> None:
+        """Every sshd process in the host's namespace killed: the listener and each session,
+        also those an earlier sshd restart left running outside the listener's tree (a real
+        reboot ends them all; stopping only the listener's tree let a console's connection
+        opened before the restart live through the "reboot")."""
+        self.sshd.stop()
+        pids = subprocess.run(["ip", "netns", "pids", self.ns.name], capture_output=True, text=True)
+        for pid in pids.stdout.split():
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sshd"):
+                    os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                continue  # gone meanwhile
 
     def squeeze(self, on: bool) -> None:
         """A delay and loss spike: the link shaped to 256 kbit/s with a 300 ms queue (tbf drops
