@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -147,3 +149,34 @@ async def test_one_shot_read_of_a_directory_with_no_events_yet(
         batches = await EventsTail(pool, "a", str(tmp_path / "runs")).read_once(20)
     assert batches[-1].caught_up and not any(b.scalars for b in batches)
     assert any(n.kind == "missing" for b in batches for n in b.notices)
+
+
+READ_THEN_WRITE = """
+import sys, tempfile
+from pathlib import Path
+from dflash_tui.monitor.trackers.events import event_decoder
+from dflash_tui.monitor.trackers.tfrecord import RecordSplitter
+decode = event_decoder()
+heavy = sorted({"torch", "numpy", "tensorboardX.writer"} & set(sys.modules))
+from tensorboardX import SummaryWriter  # a writer in the same process, after the reader
+import tensorboardX
+logdir = tempfile.mkdtemp()
+writer = SummaryWriter(logdir)
+writer.add_scalar("train/loss", 1.5, global_step=7)
+writer.close()
+data = next(Path(logdir).glob("events.out.tfevents.*")).read_bytes()
+records, _ = RecordSplitter().feed(data)
+print(heavy, [(s.step, s.name, s.value) for r in records for s in decode(r.data)],
+      tensorboardX.proto.event_pb2.Event.__name__)
+"""
+
+
+def test_reading_events_loads_no_writer_and_a_writer_still_works_after() -> None:
+    """tensorboardX's package init imports its writers, numpy and torch (190 MiB for a
+    console that only reads); the reader loads its protobuf messages alone, and a
+    writer imported later in the same process gets the whole package."""
+    out = subprocess.run(
+        [sys.executable, "-c", READ_THEN_WRITE], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "[] [(7, 'train/loss', 1.5)] Event"
