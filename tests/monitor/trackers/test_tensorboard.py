@@ -156,8 +156,8 @@ import sys, tempfile
 from pathlib import Path
 from dflash_tui.monitor.trackers.events import event_decoder
 from dflash_tui.monitor.trackers.tfrecord import RecordSplitter
-decode = event_decoder()
-heavy = sorted({"torch", "numpy", "tensorboardX.writer"} & set(sys.modules))
+decode, splitter = event_decoder(), RecordSplitter()
+heavy = sorted({"torch", "numpy", "boto3", "tensorboardX.writer"} & set(sys.modules))
 from tensorboardX import SummaryWriter  # a writer in the same process, after the reader
 import tensorboardX
 logdir = tempfile.mkdtemp()
@@ -165,7 +165,8 @@ writer = SummaryWriter(logdir)
 writer.add_scalar("train/loss", 1.5, global_step=7)
 writer.close()
 data = next(Path(logdir).glob("events.out.tfevents.*")).read_bytes()
-records, _ = RecordSplitter().feed(data)
+records, bad = splitter.feed(data)  # CRCs checked by the crc loaded before the writer
+assert not bad, bad
 print(heavy, [(s.step, s.name, s.value) for r in records for s in decode(r.data)],
       tensorboardX.proto.event_pb2.Event.__name__)
 """
@@ -173,8 +174,8 @@ print(heavy, [(s.step, s.name, s.value) for r in records for s in decode(r.data)
 
 def test_reading_events_loads_no_writer_and_a_writer_still_works_after() -> None:
     """tensorboardX's package init imports its writers, numpy and torch (190 MiB for a
-    console that only reads); the reader loads its protobuf messages alone, and a
-    writer imported later in the same process gets the whole package."""
+    console that only reads); the reader loads its CRC and protobuf messages alone,
+    and a writer imported later in the same process gets the whole package."""
     out = subprocess.run(
         [sys.executable, "-c", READ_THEN_WRITE], capture_output=True, text=True, timeout=120
     )

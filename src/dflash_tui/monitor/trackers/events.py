@@ -9,16 +9,12 @@ tensor (torch's `new_style` scalars); images, histograms and text are skipped.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import struct
-import sys
-import types
 from collections.abc import Callable
 from typing import Any
 
 from dflash_tui.monitor.trackers import Scalar
-from dflash_tui.monitor.trackers.tfrecord import INSTALL_HINT, MissingExtra
+from dflash_tui.monitor.trackers.tfrecord import INSTALL_HINT, MissingExtra, tensorboardx_module
 
 _DT_FLOAT, _DT_DOUBLE = 1, 2
 
@@ -31,7 +27,7 @@ def event_decoder() -> Callable[[bytes], list[Scalar]]:
     try:
         from google.protobuf.message import DecodeError  # type: ignore[import-untyped]  # no stubs in the lock
 
-        event_pb2 = _event_protos()
+        event_pb2 = tensorboardx_module("proto.event_pb2")
     except ImportError:
         raise MissingExtra(
             f"reading TensorBoard event files needs tensorboardX: {INSTALL_HINT}"
@@ -54,35 +50,6 @@ def event_decoder() -> Callable[[bytes], list[Scalar]]:
         return found
 
     return decode
-
-
-def _event_protos() -> Any:
-    """tensorboardX's `proto.event_pb2`, without running tensorboardX's package init.
-
-    `import tensorboardX.proto.event_pb2` first runs tensorboardX/__init__.py, which
-    imports its writers and through them numpy and, where it is installed, torch:
-    about 190 MiB more resident and over a second on the event loop, for a console
-    that only reads (found by the soak: docs/benchmarks.md "Soak"). The proto
-    modules import only protobuf and each other, so the package is entered through
-    a placeholder with the real package's `__path__`; once they are loaded, the
-    placeholder and they leave `sys.modules` again, so a later `import tensorboardX`
-    (a writer in the same process) runs the real init and loads them as its own
-    (protobuf's pool hands it the same message classes).
-    """
-    if "tensorboardX" in sys.modules:  # the real package is loaded already: nothing to save
-        return importlib.import_module("tensorboardX.proto.event_pb2")
-    spec = importlib.util.find_spec("tensorboardX")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("tensorboardX is not installed")
-    placeholder = types.ModuleType("tensorboardX")
-    placeholder.__path__ = list(spec.submodule_search_locations)
-    sys.modules["tensorboardX"] = placeholder
-    try:
-        return importlib.import_module("tensorboardX.proto.event_pb2")
-    finally:
-        if sys.modules.get("tensorboardX") is placeholder:
-            for name in [n for n in sys.modules if n.partition(".")[0] == "tensorboardX"]:
-                del sys.modules[name]
 
 
 def _number(value: Any) -> float | None:

@@ -10,15 +10,21 @@ A bad CRC is reported, never raised: a bad data CRC skips that record (its
 length is trusted, its header checked); a bad header CRC means the lengths can
 no longer be trusted, so the rest of the file is skipped.
 
-The CRC is tensorboardX's own (`record_writer.masked_crc32c`), the function
-its writer frames records with.
+The CRC-32C is tensorboardX's own (`crc32c`, which its writer frames records
+with), masked as TFRecord masks it (`record_writer.masked_crc32c` does the same;
+that module would import boto3 where it is installed).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import struct
+import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 HEADER = struct.Struct("<QI")
 FOOTER = struct.Struct("<I")
@@ -32,15 +38,53 @@ class MissingExtra(RuntimeError):
     """tensorboardX is not installed here: the message says what to install."""
 
 
-def masked_crc() -> Callable[[bytes], int]:
-    """tensorboardX's masked CRC-32C, or MissingExtra naming the extra to install."""
+def tensorboardx_module(name: str) -> Any:
+    """tensorboardX's module `name` (`crc32c`, `proto.event_pb2`), without running
+    tensorboardX's package init; ImportError when tensorboardX is not installed.
+
+    `import tensorboardX.X` first runs tensorboardX/__init__.py, which imports its
+    writers and through them numpy and, where it is installed, torch: about 190 MiB
+    more resident and over a second on the event loop, for a console that only
+    reads (found by the soak: docs/benchmarks.md "Soak"). The modules read here
+    import only the standard library, protobuf and each other, so the package is
+    entered through a placeholder with the real package's `__path__`; once they are
+    loaded, the placeholder and they leave `sys.modules` again, so a later `import
+    tensorboardX` (a writer in the same process) runs the real init and loads them
+    as its own (protobuf's pool hands it the same message classes).
+    """
+    full = f"tensorboardX.{name}"
+    if "tensorboardX" in sys.modules:  # the real package is loaded already: nothing to save
+        importlib.import_module("tensorboardX")  # (or blocked: None there raises ImportError)
+        return importlib.import_module(full)
+    spec = importlib.util.find_spec("tensorboardX")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("tensorboardX is not installed")
+    placeholder = types.ModuleType("tensorboardX")
+    placeholder.__path__ = list(spec.submodule_search_locations)
+    sys.modules["tensorboardX"] = placeholder
     try:
-        from tensorboardX.record_writer import masked_crc32c  # type: ignore[import-untyped]  # untyped package
+        return importlib.import_module(full)
+    finally:
+        if sys.modules.get("tensorboardX") is placeholder:
+            for loaded in [n for n in sys.modules if n.partition(".")[0] == "tensorboardX"]:
+                del sys.modules[loaded]
+
+
+def masked_crc() -> Callable[[bytes], int]:
+    """tensorboardX's CRC-32C masked as TFRecord masks it, or MissingExtra naming the
+    extra to install."""
+    try:
+        crc32c = tensorboardx_module("crc32c").crc32c
     except ImportError:
         raise MissingExtra(
             f"reading TensorBoard event files needs tensorboardX: {INSTALL_HINT}"
         ) from None
-    return masked_crc32c
+
+    def masked(data: bytes) -> int:
+        x = crc32c(data) & 0xFFFFFFFF
+        return (((x >> 15) | (x << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+    return masked
 
 
 @dataclass(frozen=True)
