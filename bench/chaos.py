@@ -2,7 +2,7 @@
 
 Three OpenSSH hosts in network namespaces only this machine reaches (the jump host):
 `train` (commands inside "container 200" through a `pct exec` shim, the demo's
-trainers writing ten logs), `eval` (the demo's baseline and suite, a /metrics endpoint
+trainers writing ten logs, a tensorboardX writer: bench/chaos_tracker.py), `eval` (the demo's baseline and suite, a /metrics endpoint
 with vLLM's counter names) and `storage` (a small tmpfs as the relay destination).
 `dflash-tui` runs in tmux at 160x48 with monkey keys at a human rate, `dflash-tui
 watch` sends to a loopback webhook through apprise, `dflash-tui logs RUN -f` follows
@@ -73,6 +73,8 @@ from chaos_report import (  # noqa: E402
     print_report,
     totals,
 )
+from chaos_tracker import TensorBoardWriter  # noqa: E402
+from chaos_tracker import config_entry as tb_config_entry  # noqa: E402
 from ui_idle import cmdline, cpu_s, descendants, rss_mib  # noqa: E402
 
 from dflash_tui.demo import assets as demo_assets  # noqa: E402
@@ -190,6 +192,8 @@ class Chaos:
             self.runs[run] = state
             self.start_trainer(state, backfill=100)
         self.start_vllm()
+        self.tb = TensorBoardWriter(workspace / "tb" / "runs")
+        self.tb.start()
         deadline = time.monotonic() + 60
         while not all(s.log.exists() for s in self.runs.values()):
             if time.monotonic() > deadline:
@@ -206,6 +210,8 @@ class Chaos:
             self.cluster,
             self.hook.port,
         )
+        with self.config.open("a") as f:
+            f.write(tb_config_entry(self.container / "workspace" / "tb" / "runs"))
         self.state_dir = self.work / "state"
 
     def start_trainer(self, state: RunState, backfill: int = 0) -> None:
@@ -381,12 +387,14 @@ class Chaos:
             record["host"] = host.name
             host.power_off()
             if host.name == "train":  # every trainer dies with the host, at once
+                self.tb.kill()
                 for state in self.runs.values():
                     self.kill_trainer(state, account=False)
             record["seconds"] = secs = rng.uniform(20, 45)
             time.sleep(secs)
             host.sshd.start()
             if host.name == "train":
+                self.tb.start()
                 for state in self.runs.values():
                     self.account(state, 30)  # read what the host had, then it is replaced
                     self.start_trainer(state)
@@ -613,7 +621,7 @@ class Chaos:
 
     def _measure(self, seconds: float, rested: bool) -> None:
         assert self.console_pid is not None
-        console = [self.console_pid, *self._tmux_server(self.tmux)]
+        console = [self.console_pid, *self.tmux.server_pids()]
         tails = self.tail_pids()
         groups = {"console": console, "watch": [self.watch.pid], "tails": tails}
         with contextlib.suppress(OSError):
@@ -624,11 +632,6 @@ class Chaos:
             after = {k: sum(cpu_s(p) for p in v) for k, v in groups.items()}
             cpu = {k: 100 * (after[k] - before[k]) / wall for k in groups}
             self.quiet.append(cpu | {"seconds": wall, "at": time.time(), "rested": float(rested)})
-
-    @staticmethod
-    def _tmux_server(tmux: Tmux) -> list[int]:
-        out = tmux("display-message", "-p", "#{pid}").strip()
-        return [int(out)] if out.isdigit() else []
 
     # ------------------------------------------------------------------ the soak
 
@@ -681,6 +684,7 @@ class Chaos:
         rss_end = rss_mib(self.console_pid) if alive and self.console_pid else 0.0
         fds_end = len(os.listdir(f"/proc/{self.console_pid}/fd")) if alive else 0
         sessions_end = ssh_connections([h.ns.name for h in self.hosts.values()])
+        self.tb.kill()  # its files are final before `status` reads them for the report
         for state in self.runs.values():
             # the trainer stops first: a line written after the last look would be seen
             # and not counted as written (a false repeat)
@@ -725,6 +729,7 @@ class Chaos:
             "faults": self.faults,
             "console": console,
             "cpu_quiet_pct": cpu,
+            "tensorboard": self.tb.report(self.cli("status", "--json", timeout=120).stdout),
             "webhook_messages": [
                 f"{at:.0f} {' | '.join(m.splitlines()[:2])}" for at, m in messages
             ],
@@ -735,11 +740,8 @@ class Chaos:
         for tmux in (self.tmux, self.tails):
             with contextlib.suppress(Exception):
                 tmux.kill()
-        groups = [
-            getattr(self, "vllm", None),
-            *(s.trainer for s in self.runs.values()),
-        ]  # own sessions
-        for proc in groups:
+        tb = getattr(getattr(self, "tb", None), "proc", None)
+        for proc in [getattr(self, "vllm", None), tb, *(s.trainer for s in self.runs.values())]:
             if proc is not None and proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)

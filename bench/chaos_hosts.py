@@ -48,6 +48,11 @@ class Tmux:
         out = self("display-message", "-p", "-t", target, "#{pane_pid}").strip()
         return int(out) if out.isdigit() else None
 
+    def server_pids(self) -> list[int]:
+        """The tmux server's pid (a list: none once it is gone)."""
+        out = self("display-message", "-p", "#{pid}").strip()
+        return [int(out)] if out.isdigit() else []
+
     def kill(self) -> None:
         self("kill-server")
 
