@@ -219,7 +219,7 @@ class Chaos:
             sys.executable, str(self.container / "workspace" / TRAIN_SCRIPT), "--run", state.name,
             "--cluster", self.cluster, "--log", str(state.log), "--backfill-steps", str(backfill),
             "--interval", "0.3", "--seed", str(self.rng.randrange(1 << 30)), "--parent-pid", str(os.getpid()),
-        ]  # fmt: skip
+            "--total-steps", "100000000"]  # fmt: skip  # the default 70,000 ends one after 35 min
         state.trainer = subprocess.Popen(
             argv, cwd=self.container, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True,

@@ -144,6 +144,9 @@ def cpu_at_rest(quiet: Sequence[Mapping[str, float]]) -> dict[str, Any]:
         "per_stretch_watch_ratio": [
             round(q["watch"] / q["tails"], 2) for q in quiet if q["tails"] > 0
         ],
+        # [console, watch, tails] % of a core per stretch: a ratio that moves can be told
+        # apart from a baseline that moved (fewer lines written, a tail that died)
+        "per_stretch_pct": [[round(q[k], 3) for k in ("console", "watch", "tails")] for q in quiet],
         "goal": GOAL_RATIO,
     }
 
