@@ -27,13 +27,18 @@ SECRET = "tok-wAtCh9137secret"
 pytestmark = pytest.mark.slow
 
 
-def test_a_killed_run_sends_one_message(tmp_path: Path, hook: HookServer) -> None:
-    cluster = DemoCluster(
+def one_run_cluster(tmp_path: Path, run: str) -> DemoCluster:
+    """A demo cluster with one healthy run logging 5 lines a second, no eval assets."""
+    return DemoCluster(
         tmp_path / "demo",
         trainer_interval_s=0.2,
-        runs=(DemoRun("victim", "healthy", 3, checkpoints=False),),
+        runs=(DemoRun(run, "healthy", 3, checkpoints=False),),
         eval_assets=False,
     )
+
+
+def test_a_killed_run_sends_one_message(tmp_path: Path, hook: HookServer) -> None:
+    cluster = one_run_cluster(tmp_path, "victim")
     with cluster.serve_in_thread() as config:
         text = config.read_text().replace(
             "refresh_s = 2.0",
@@ -108,12 +113,7 @@ def _tail_gathers(log: Path) -> set[str]:
 def test_watch_gathers_every_tail_for_a_refresh(tmp_path: Path) -> None:
     """watch shows no log, so no tail sends a frame per line (docs/monitoring.md
     "Gathered tails"): each one gathers for refresh_s on its host."""
-    cluster = DemoCluster(
-        tmp_path / "demo",
-        trainer_interval_s=0.2,
-        runs=(DemoRun("busy", "healthy", 3, checkpoints=False),),
-        eval_assets=False,
-    )
+    cluster = one_run_cluster(tmp_path, "busy")
     with cluster.serve_in_thread() as config:
         config.write_text(config.read_text().replace("refresh_s = 2.0", f"refresh_s = {REFRESH_S}"))
         out = tmp_path / "watch.log"
