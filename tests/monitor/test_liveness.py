@@ -46,6 +46,7 @@ def test_parse_drops_the_probe_its_ancestors_and_our_own_sessions() -> None:
             "P 400 300 0 bash -c setsid ...",  # an ancestor
             "P 700 700 9 sh -c ... dflash-tui-tail /w/train.log 0",  # one of our tails
             "P 701 700 9 stat -L -c %s /dev/fd/3 /w/train.log",  # ...and its child
+            "P 902 890 0 pgrep -f -- train.py --run a",  # another probe's pgrep, its leader gone
             "P 900 880 7265 python train.py --run a",  # the real thing
             "L 700 sh -c # dflash-tui-tail: follow ... dflash-tui-tail /w/train.log",
             "L 880 tmux new -s train",
@@ -58,7 +59,7 @@ def test_parse_drops_the_probe_its_ancestors_and_our_own_sessions() -> None:
             "END",
         ]
     )
-    probe = parse_probe(out, 2)
+    probe = parse_probe(out, 2, ["train.py --run a", "b"])
     assert probe.host_now == 1700000000.25
     a, b = probe.runs
     assert a.log == LogStat("64:12", 2048, 1699999990.0)
@@ -157,7 +158,7 @@ def test_a_process_in_a_session_led_from_outside_the_namespace_does_not_hide_our
 
 async def _probe(pool: HostPool, host: str, targets: list[ProbeTarget]):
     result = await pool.run(host, probe_argv(), input=probe_input(targets), timeout=20)
-    return parse_probe(result.stdout, len(targets))
+    return parse_probe(result.stdout, len(targets), [t.pattern for t in targets])
 
 
 async def test_a_pattern_matching_the_probe_and_our_tails_finds_only_the_real_process(
@@ -191,6 +192,37 @@ async def test_a_pattern_matching_the_probe_and_our_tails_finds_only_the_real_pr
                 await got.close()
     finally:
         trainer.kill()
+
+
+@pytest.mark.skipif(shutil.which("perl") is None, reason="needs perl to name a process")
+async def test_another_probes_pgrep_of_the_pattern_is_not_the_run(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    """The soak's dead runs flapped to "stalled, pid N up 0s": the watch's probe caught
+    the console's `pgrep -f -- PATTERN` (the pattern in its argv), which exited before
+    the session look-up could tie it to a probe. A process with that command line, in
+    a session no marker leads, stands in for the one caught mid-exit."""
+    tag = uuid.uuid4().hex[:10]
+    log = tmp_path / f"train_{tag}.log"
+    log.write_text("step 1 loss 2\n")
+    pattern = f"train_dflash_pipeline.py --run r{tag}"
+    other = subprocess.Popen(["perl", "-e", f'$0 = "pgrep -f -- {pattern}"; sleep 120'])
+    try:
+        await eventually(
+            lambda: (
+                str(other.pid)
+                in subprocess.run(
+                    ["pgrep", "-f", "--", pattern], capture_output=True, text=True
+                ).stdout
+            ),
+            what="pgrep to match the process named like another probe's pgrep",
+        )
+        async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+            probe = await _probe(pool, "a", [ProbeTarget(str(log), pattern)])
+        assert probe.runs[0].processes == ()  # the run is dead, not "up 0s"
+    finally:
+        other.kill()
+        other.wait()
 
 
 class _CountingSession(asyncssh.SSHClientSession[bytes]):

@@ -12,8 +12,13 @@ in argv, so no wrapping shell's command line contains them; pgrep skips
 itself; and the client drops any match that is in the probe's own session,
 is one of its ancestors (the login shell, the exec-prefix shim), or belongs
 to a session led by one of our own remote scripts (tails, history loads,
-another console's probe: their `$0` is a `dflash-tui-*` marker). A regex
-pattern is therefore safe as given, with no `[t]rain` tricks.
+another console's probe: their `$0` is a `dflash-tui-*` marker). One match
+escapes the session test: another probe's `pgrep -f -- PATTERN` (the watch
+and the console probe the same host), whose pattern is in its argv and which
+can exit between our `ps` of it and our look-up of its session leader. A
+dead run then flaps to "stalled, up 0s". The client drops a match whose
+command line is exactly that pgrep, so a regex pattern is safe as given,
+with no `[t]rain` tricks.
 
 `judge` turns a probe into a state: `alive`, `stalled` (process up, no new
 log line for longer than the stall threshold), `dead` (no process), or
@@ -287,17 +292,21 @@ def _process(rest: str) -> tuple[int, int, ProcessInfo] | None:
     return pid, sid, ProcessInfo(pid, elapsed, command, sid if sid > 0 else None)
 
 
-def parse_probe(text: str, n_runs: int) -> HostProbe:
-    """Read the probe's output; raises ValueError if it is not the probe's output."""
+def parse_probe(text: str, n_runs: int, patterns: Sequence[str | None] = ()) -> HostProbe:
+    """Read the probe's output; raises ValueError if it is not the probe's output.
+
+    `patterns` (the runs' process patterns, in order) lets it drop another probe's
+    pgrep of the same pattern (see the module docstring).
+    """
     try:
-        return _read_probe(text, n_runs)
+        return _read_probe(text, n_runs, patterns)
     except (ValueError, IndexError) as exc:  # a line cut or garbled on the way
         if str(exc).startswith("unexpected probe output"):
             raise
         raise ValueError(f"unexpected probe output ({exc}): {text[:200]!r}") from None
 
 
-def _read_probe(text: str, n_runs: int) -> HostProbe:
+def _read_probe(text: str, n_runs: int, patterns: Sequence[str | None]) -> HostProbe:
     host_now: float | None = None
     own_pid, own_sid = -1, 0
     ancestors: set[int] = set()
@@ -349,13 +358,17 @@ def _read_probe(text: str, n_runs: int) -> HostProbe:
     if host_now is None or not math.isfinite(host_now) or not ended or len(runs) != n_runs:
         raise ValueError(f"unexpected probe output: {text[:200]!r}")
     result = []
-    for run in runs:
+    for i, run in enumerate(runs):
+        pattern = patterns[i] if i < len(patterns) else None
+        probes_pgrep = f"pgrep -f -- {pattern}" if pattern else None
         kept = []
         for pid, sid, info in run["procs"]:
             leader = run["leaders"].get(sid, "")
             if pid == own_pid or pid in ancestors or (own_sid > 0 and sid == own_sid):
                 continue
             if any(marker in leader for marker in OUR_MARKERS):
+                continue
+            if info.command == probes_pgrep:
                 continue
             kept.append(info)
         result.append(

@@ -750,7 +750,7 @@ class Monitor:
                     # Only the parse may raise ValueError here: the host answered, but
                     # with output we cannot read (anything else is not "unreadable").
                     try:
-                        probe = parse_probe(stdout, len(targets))
+                        probe = parse_probe(stdout, len(targets), [t.pattern for t in targets])
                         host.error = None
                     except ValueError as exc:
                         host.error = f"probe output unreadable: {exc}"
