@@ -11,6 +11,8 @@ import time
 import pytest
 
 from dflash_tui.transfer import RelayOptions, TransferError, relay
+from dflash_tui.transfer.events import FileProgress, TransferEvent
+from dflash_tui.transfer.ledger import TransferLedger
 from tests.testbed import SshdHost
 from tests.transfer.files import part_files, random_file, relay_env, tree_digest
 
@@ -148,3 +150,41 @@ async def test_a_drop_under_the_legs_goes_on_from_where_the_part_ends(
     assert hashlib.sha256((b.home / "big.bin").read_bytes()).hexdigest() == sha
     assert not part_files(b.home)
     assert result.bytes_sent <= size * 1.1, result.bytes_sent
+
+
+async def test_what_the_legs_report_as_done_is_already_recorded_for_a_resume(
+    sshd_factory, write_config, monkeypatch
+) -> None:
+    """At every progress event of a file under the legs, the ranges it counts as done
+    are in the state database: a relay killed right after an event resumes from there
+    (not from an earlier poll of NAME.part, or from nothing)."""
+    _legs_from(monkeypatch, 20 * MIB)
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    size = 128 * MIB  # polled every 0.25 s: some polls come before the end
+    sha = random_file(a.home / "big.bin", size)
+    behind: list[tuple[int, int]] = []
+    seen: list[int] = []
+    async with relay_env(config) as (pool, conn):
+        ledger = TransferLedger(conn)
+
+        def check(event: TransferEvent) -> None:
+            if not isinstance(event, FileProgress) or event.bytes_done >= size:
+                return
+            recorded = sum(
+                rng.length
+                for rel in ledger.files(event.transfer_id)
+                for rng, _ in ledger.recorded_ranges(event.transfer_id, rel).values()
+            )
+            seen.append(event.bytes_done)
+            if recorded < event.bytes_done - event.bytes_done % MIB:
+                behind.append((event.bytes_done, recorded))
+
+        options = RelayOptions(range_bytes=MIB)
+        result = await relay(
+            pool, conn, f"a:{a.home}/big.bin", f"b:{b.home}/big.bin", options=options,
+            on_event=check,
+        )  # fmt: skip
+    assert result.files[0].sha256_dst == sha and not part_files(b.home)
+    assert any(done >= MIB for done in seen), f"no progress past a range before the end: {seen}"
+    assert not behind, f"(bytes reported done, bytes recorded) fell behind: {behind}"

@@ -59,10 +59,12 @@ class BypassPaths:
                 return attrs.size or 0
 
             def on_landed(upto: int) -> None:
+                # Recorded before it is reported: a relay killed right after a
+                # progress event resumes from at least what that event said.
                 if upto > piece.landed:
-                    self.sent(piece, upto - piece.landed)
-                    piece.landed = upto
+                    grown, piece.landed = upto - piece.landed, upto
                     self.landed(piece, upto)
+                    self.sent(piece, grown)
 
             legs = self._legs[id(job)]
             try:
