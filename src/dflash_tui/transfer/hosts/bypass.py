@@ -60,7 +60,7 @@ class BypassPaths:
 
             def on_landed(upto: int) -> None:
                 # Recorded before it is reported: a relay killed right after a
-                # progress event resumes from at least what that event said.
+                # progress event resumes from the last whole range it counted.
                 if upto > piece.landed:
                     grown, piece.landed = upto - piece.landed, upto
                     self.landed(piece, upto)
