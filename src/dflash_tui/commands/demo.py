@@ -19,6 +19,7 @@ from pathlib import Path
 from dflash_tui.commands import CommandError
 from dflash_tui.console.session import ConsoleSession
 from dflash_tui.core.config import load_config
+from dflash_tui.demo.assets import NO_TORCH, torch_available
 from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.remote.reachability import check_hosts
@@ -114,12 +115,19 @@ def _console(cluster: DemoCluster) -> int:
             "demo:baseline", functools.partial(evaluate_baseline_when_ready, cluster, session)
         )
 
+    # The console owns the screen while it runs: say it before and again after.
+    no_eval = None if torch_available() else f"demo: {NO_TORCH}"
     print("starting the demo cluster...", flush=True)
+    if no_eval:
+        print(no_eval, file=sys.stderr, flush=True)
     try:
         with cluster.serve_in_thread() as path:
             return open_console(load_config(path), setup)
     except OSError as exc:
         raise CommandError(str(exc), 1) from None
+    finally:
+        if no_eval:
+            print(no_eval, file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:

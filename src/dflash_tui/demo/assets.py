@@ -45,6 +45,13 @@ STAMP = ".dflash-demo-assets"
 VERSION = 2  # 2: the suite's loss_mask is a response mask (tau_greedy walks it)
 
 
+# One line, printed as the demo starts and after the console quits.
+NO_TORCH = (
+    "no CPU eval: torch is not installed here; `make demo-eval` installs its CPU build "
+    '(README, "The demo\'s CPU eval")'
+)
+
+
 @dataclass(frozen=True)
 class DemoEvalAssets:
     """Where the assets are, or why there are none (`note`)."""
@@ -79,8 +86,7 @@ def write_demo_assets(evalbox_root: Path, container_root: Path) -> DemoEvalAsset
     if not torch_available():
         return DemoEvalAssets(
             False,
-            "no eval assets: torch and safetensors are not installed here "
-            "(pip install -e '.[eval]' to evaluate in the demo)",
+            NO_TORCH,
         )
     if all(_fresh(p) for p in (baseline, suite, students)):
         return DemoEvalAssets(True, "eval assets reused", baseline, suite, students)
