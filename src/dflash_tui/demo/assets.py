@@ -25,6 +25,9 @@ BASELINE_NAME = "Qwen3.6-27B-DFlash"
 BASELINE_DIR = f"models/{BASELINE_NAME}"  # on evalbox, relative to its working directory
 SUITE_NAME = "coding10"
 SUITE_DIR = f"eval/{SUITE_NAME}"  # on evalbox
+# The target the suite's cache was written from (its head and config; the demo's served
+# engine, demo/served_engine.py, replays the cache as this target's answers)
+TARGET_DIR = f"{SUITE_DIR}/target"
 STUDENTS_DIR = "checkpoint-assets"  # inside the training container, read by the trainer
 CHECKPOINT_EVERY = 1000  # trainer steps between checkpoints
 CODING_TASKS = (
@@ -42,7 +45,9 @@ CODING_TASKS = (
 # Quality of the trainer's k-th checkpoint (steps 1000, 2000, ...); the last repeats.
 QUALITIES = (0.02, 0.08, 0.2, 0.35, 0.5, 0.62, 0.72, 0.8, 0.87, 0.93)
 STAMP = ".dflash-demo-assets"
-VERSION = 2  # 2: the suite's loss_mask is a response mask (tau_greedy walks it)
+# 2: the suite's loss_mask is a response mask (tau_greedy walks it); 3: the cache names its
+# target model (target/), which the served bench serves
+VERSION = 3
 
 
 # One line, printed as the demo starts and after the console quits.
@@ -110,6 +115,7 @@ def write_demo_assets(evalbox_root: Path, container_root: Path) -> DemoEvalAsset
             accept_prob=0.8,
             seed=7,
             anchors="all",  # every position after the prompt, as a real response mask
+            target="model_dir",  # a target/ folder the suite names: `S` serves it
         )
         for k, quality in enumerate(QUALITIES):
             write_drafter(students / f"q{k:02d}", teacher=baseline, quality=quality, seed=100 + k)

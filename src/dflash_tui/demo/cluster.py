@@ -59,6 +59,10 @@ busy=$(printf '%s\n' $pids | grep -c .)
 per=1
 [ "$busy" -gt 0 ] && [ $(( ({count} - 2) / busy )) -gt 1 ] && per=$(( ({count} - 2) / busy ))
 case "$*" in
+*"--query-gpu=index,name "*|*--query-gpu=index,name)
+    # the served bench's question: which GPUs this job sees
+    i=0; while [ $i -lt {count} ]; do echo "$i, {model}"; i=$((i + 1)); done
+    exit 0 ;;
 *--query-compute-apps*)
     k=0
     for pid in $pids; do
@@ -487,6 +491,10 @@ python = "python3"
 device = "cpu"                     # the demo's GPU is a stand-in: evals run on the CPU
 model_roots = ["models"]
 roles = ["eval"]
+# `S` (dflash-tui bench) serves the suite's target with a checkpoint as its drafter on this
+# engine: here the demo's stand-in for `vllm serve`, with real draft counts (docs/evals.md
+# "Served bench jobs"); on a GPU host, vllm's path or argv list
+vllm = ["python3", "-m", "dflash_tui.demo.served_engine"]
 
 [hosts.storage]
 address = "127.0.0.1"
@@ -520,6 +528,7 @@ baseline = true
 name = "{demo_assets.SUITE_NAME}"
 host = "evalbox"
 cache = "{demo_assets.SUITE_DIR}"
+target = "evalbox:{demo_assets.TARGET_DIR}"  # the model the cache was built from: `S` serves it
 
 # Alerts and finished evals to a phone or a chat, from the console and `dflash-tui watch`
 # (pip install 'dflash-tui[notify]'; docs/notify.md). ${{VAR}} in these URLs only is read
