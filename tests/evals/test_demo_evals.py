@@ -3,6 +3,7 @@ evaluated end to end on the demo's hosts (the trainer's checkpoint relayed from 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,6 +12,7 @@ from dflash_tui.core.config import load_config
 from dflash_tui.demo import assets as demo_assets
 from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.evals.discovery.targets import discover_checkpoints
+from dflash_tui.evals.jobs.benchjobs import BenchOptions
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.evals.results.leaderboard import build_leaderboard
 from dflash_tui.evals.results.pairs import load_acc_lookup, tau_points
@@ -84,3 +86,32 @@ async def test_pressing_e_on_a_trainer_checkpoint_fills_the_leaderboard(
     assert errors == []
     acc = acc_at("slammed5", 3000)
     assert acc is not None and 0.2 < acc < 0.35  # the demo trainer's curve at step 3000
+
+
+async def test_the_demo_engine_serves_the_baseline_with_the_harness_acceptance(
+    demo_manager: JobManager,
+) -> None:
+    """The bench `S` starts, on the demo's engine (demo/served_engine.py): real drafting
+    with the checkpoint against the suite's recorded target, counted as vLLM counts, so
+    served tau within max_tokens is the harness's tau_greedy on the same cache, per task."""
+    manager = demo_manager
+    bench = await manager.start_bench("zlab", "coding10", BenchOptions())
+    bench = await manager.wait(bench.id, interval_s=0.3)
+    assert bench.state == "done", bench.error or bench.log_tail
+    ev = await manager.wait((await manager.start_eval("zlab", "coding10")).id, interval_s=0.3)
+    assert ev.state == "done", ev.error or ev.log_tail
+    report = await manager.collect()
+    assert not report.rejected
+    bench, ev = manager.job(bench.id), manager.job(ev.id)
+    assert bench.result_dir and ev.result_dir
+    results = manager.config.console.results_dir
+    served = json.loads(next(results.glob(f"served/**/{bench.id}-served_results.json")).read_text())
+    offline = json.loads(next(results.glob(f"coding10/*{ev.id}/eval_results.json")).read_text())
+    assert served["settings"]["engine_version"] == "dflash-demo-1"
+    assert served["settings"]["gpu"] == "NVIDIA H100 80GB HBM3"  # the demo's nvidia-smi
+    assert served["target"].endswith(demo_assets.TARGET_DIR)
+    assert set(served["tasks"]) == set(demo_assets.CODING_TASKS)
+    for task, row in served["tasks"].items():
+        greedy = offline["tasks"][task]["tau_greedy"]
+        assert row["tau_within_max_tokens"] == pytest.approx(greedy, rel=1e-12), task
+        assert row["drafts"] > 0 and row["speedup"] > 1.0, (task, row)

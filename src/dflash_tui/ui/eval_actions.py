@@ -82,6 +82,9 @@ class EvalActions(_AppBase):
     @work(group="eval", exit_on_error=False)
     async def start_bench(self, target: str | CheckpointRef, suite: str) -> None:
         job = await self.session.start_bench(target, suite)
+        if job.terminal:  # refused by the preflight, as `dflash-tui bench` refuses it
+            self.notify(f"served bench on {suite}: {job.describe()}", severity="error", timeout=12)
+            return
         self.notify(f"served bench on {suite}: job {job.id}, {job.describe()}", timeout=8)
 
     def action_mark_baseline(self) -> None:

@@ -57,7 +57,7 @@ from dflash_tui.evals.jobs.install import HarnessUploader, cachebuild_dir, serve
 from dflash_tui.evals.jobs.job import Job, JobError, JobStore, JobUpdated, new_job_id
 from dflash_tui.evals.jobs.ownership import local_process_start, owner_alive
 from dflash_tui.evals.jobs.placement import PlacementError, place_checkpoint
-from dflash_tui.evals.jobs.preflight import PreflightRefused, preflight
+from dflash_tui.evals.jobs.preflight import PreflightRefused, bench_preflight, preflight
 from dflash_tui.evals.jobs.slurm_backend import SlurmBackend
 from dflash_tui.evals.results.collect import CollectReport
 from dflash_tui.evals.results.store import ResultsStore
@@ -248,7 +248,7 @@ class JobManager:
         target = host or suite.host
         if target not in self.config.hosts:
             raise JobError(f"no host {target!r} in {self.config.path}", 2)
-        refusal = await self._preflight(ref, suite, target)
+        refusal = await self._preflight(ref, suite, target, bench=kind == J.BENCH)
         gpu_text = None if refusal else await self._gpu_for(target, suite, gpu)
         now = self.clock()  # no await from here to the insert
         job = Job(
@@ -278,10 +278,15 @@ class JobManager:
             listener(JobUpdated(job.id, job.state))
         return job, ref
 
-    async def _preflight(self, ref: CheckpointRef, suite: SuiteConfig, host: str) -> str | None:
-        """The refusal (every problem, one per line) or None; JobError when a host is down."""
+    async def _preflight(
+        self, ref: CheckpointRef, suite: SuiteConfig, host: str, *, bench: bool = False
+    ) -> str | None:
+        """The refusal (every problem, one per line) or None; JobError when a host is down.
+        A served bench (`bench`) also needs a target to serve (`bench_preflight`)."""
         try:
             await preflight(self.pool, ref, suite, host)
+            if bench:
+                await bench_preflight(self.pool, suite, host)
         except PreflightRefused as exc:
             return str(exc)
         except HostUnreachable as exc:

@@ -33,6 +33,7 @@ from dflash_tui.shipped.harness.rules import (
     drafter_problems,
     fc_width,
 )
+from dflash_tui.shipped.servedbench.prompts import named_target
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 REFUSED = "refused before copying anything"  # how a refused job's error starts
@@ -178,12 +179,17 @@ async def _dflash_cache_facts(
     if not isinstance(first, dict):
         first = {}
     sample_file = first.get("file")
-    target = suite.target or manifest.get("target")
+    # the suite's target is a path on its host as it is written; the manifest's, in the cache
+    target = suite.target or (
+        posixpath.join(suite.cache, manifest["target"])
+        if isinstance(manifest.get("target"), str)
+        else None
+    )
     jobs: list[Any] = []
     if isinstance(sample_file, str):
         jobs.append(_header_shapes(pool, host, posixpath.join(suite.cache, sample_file)))
-    if isinstance(target, str):
-        jobs.append(_target_head(pool, host, posixpath.join(suite.cache, target)))
+    if target is not None:
+        jobs.append(_target_head(pool, host, target))
     else:
         head_name = manifest.get("head", "target_head.safetensors")
         jobs.append(_head_file(pool, host, posixpath.join(suite.cache, str(head_name))))
@@ -203,6 +209,34 @@ async def _dflash_cache_facts(
         head_hidden=head.head_hidden,
         head_where=head.head_where,
     )
+
+
+async def bench_preflight(pool: HostPool, suite: SuiteConfig, host: str) -> None:
+    """A served bench serves the suite's target with the drafter: PreflightRefused when
+    neither the suite nor its cache's manifest names that target (as the bench would say
+    on its host, after the relay)."""
+    if suite.target:
+        return
+    result = await pool.run(
+        host,
+        shell_script('head -c "$2" -- "$1/manifest.json" 2>/dev/null', suite.cache,
+                     str(MAX_MANIFEST_BYTES)),
+        encoding=None,
+        timeout=30,
+        check=False,
+    )  # fmt: skip
+    try:
+        manifest = json.loads(result.stdout)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        manifest = None
+    if named_target(manifest) is None:
+        raise PreflightRefused(
+            f"cache {host}:{suite.cache} names no target model (suite {suite.name!r}): a served "
+            "bench serves the target with the checkpoint as its drafter",
+            [],
+            ['set the suite\'s target in hosts.toml (target = "HOST:DIR", the model the cache '
+             "was built from)"],
+        )  # fmt: skip
 
 
 async def _header_shapes(pool: HostPool, host: str, path: str) -> Mapping[str, tuple[int, ...]]:
@@ -242,4 +276,4 @@ async def _target_head(pool: HostPool, host: str, path: str) -> CacheFacts:
     return _head_facts(shapes, EMBED_NAMES, LM_HEAD_NAMES, where)
 
 
-__all__ = ["REFUSED", "PreflightRefused", "preflight", "read_cache_facts"]
+__all__ = ["REFUSED", "PreflightRefused", "bench_preflight", "preflight", "read_cache_facts"]

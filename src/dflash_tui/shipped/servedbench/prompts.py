@@ -104,19 +104,30 @@ def prompts_sha256(prompts: list[Prompt]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def named_target(manifest: object) -> tuple[str, bool] | None:
+    """The target a parsed manifest.json names, and whether that path is relative to the
+    cache: its `target` (True), else the cache builder's record `built_by.target` (False)."""
+    if not isinstance(manifest, dict):
+        return None
+    if isinstance(manifest.get("target"), str):
+        return manifest["target"], True
+    built = manifest.get("built_by")
+    if isinstance(built, dict) and isinstance(built.get("target"), str):
+        return built["target"], False
+    return None
+
+
 def target_of(cache: Path) -> str | None:
-    """The target model the cache was built from: its manifest's `target`, else the cache
-    builder's record (`built_by.target`); None when it names none."""
+    """The target model the cache was built from (`named_target`); None when it names none."""
     try:
         doc = json.loads((cache / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
-    if isinstance(doc, dict) and isinstance(doc.get("target"), str):
-        return str((cache / doc["target"]).resolve())
-    built = doc.get("built_by") if isinstance(doc, dict) else None
-    if isinstance(built, dict) and isinstance(built.get("target"), str):
-        return str(built["target"])
-    return None
+    named = named_target(doc)
+    if named is None:
+        return None
+    path, in_cache = named
+    return str((cache / path).resolve()) if in_cache else path
 
 
 def draft_length(drafter: Path) -> int | None:
