@@ -95,3 +95,65 @@ async def test_a_demo_host_without_gpus_never_finds_a_real_nvidia_smi(
         await cluster.stop()
     assert storage.stdout.split("\n")[:2] == ["none", "tool-ran"]
     assert "REAL GPU" not in evalbox.stdout and "NVIDIA H100" in evalbox.stdout
+
+
+def pins(lock: Path) -> dict[str, str]:
+    """name -> version of a pip-tools lock (the `name==version \\` lines)."""
+    found = {}
+    for line in lock.read_text().splitlines():
+        if "==" in line and not line.startswith((" ", "#")):
+            name, version = line.split(" ")[0].split("==")
+            found[name] = version
+    return found
+
+
+def test_the_console_lock_needs_nothing_but_the_public_index() -> None:
+    # make demo installs requirements/demo.txt: no torch (whose CPU build, a local
+    # version "+cpu", is on PyTorch's own index only), and setuptools to install the
+    # project; the eval extra is demo-eval.txt, installed where pip finds that torch.
+    # Every pin is dev.txt's: the files never disagree on a version.
+    dev = pins(REPO / "requirements" / "dev.txt")
+    demo = pins(REPO / "requirements" / "demo.txt")
+    demo_eval = pins(REPO / "requirements" / "demo-eval.txt")
+    assert not [n for n, v in demo.items() if "+" in v], demo
+    assert "torch" not in demo and "setuptools" in demo and "textual" in demo
+    assert demo_eval["torch"] == "2.13.0+cpu" and "safetensors" in demo_eval
+    assert set(demo) - {"setuptools"} <= set(demo_eval)
+    for lock in (demo, demo_eval):
+        assert {n: dev.get(n) for n in lock} == lock
+    text = (REPO / "requirements" / "demo.txt").read_text()
+    assert all("--hash=sha256:" in block for block in text.split("==")[1:])
+
+
+def test_the_demo_without_torch_serves_and_says_in_one_line_how_to_get_it(
+    tmp_path: Path,
+) -> None:
+    port = free_port_run(3)
+    # torch hidden, as on a machine whose pip found no CPU build (make demo then runs
+    # without demo-eval.txt): find_spec answers None for a module set to None
+    hide = "import sys; sys.modules['torch'] = None; from dflash_tui.cli import entry; entry()"
+    argv = [sys.executable, "-c", hide, "demo", "--print-config", "--dir", str(tmp_path / "d")]
+    demo = subprocess.Popen(
+        [*argv, "--port-base", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert demo.stdout is not None
+        config = demo.stdout.readline().strip()
+        check = subprocess.run(
+            [sys.executable, "-m", "dflash_tui", "check", "--json", "--config", config],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        demo.send_signal(signal.SIGINT)
+        _, err = demo.communicate(timeout=20)
+    assert demo.returncode == 0, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines == [
+        "demo: no CPU eval: torch is not installed here; `make demo-eval` installs its CPU "
+        'build (README, "The demo\'s CPU eval")'
+    ]
+    assert "### The demo's CPU eval" in (REPO / "README.md").read_text()
+    assert not (tmp_path / "d" / "evalbox" / "eval").exists()

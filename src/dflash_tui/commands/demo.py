@@ -58,6 +58,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 async def _serve(cluster: DemoCluster, print_config: bool) -> int:
+    if not torch_available():
+        print(f"demo: {NO_TORCH}", file=sys.stderr, flush=True)
     path = await cluster.start()
     try:
         if print_config:

@@ -381,7 +381,8 @@ class DemoCluster:
                 )
             except Exception as exc:  # the demo runs on without evals
                 self.eval_assets = demo_assets.DemoEvalAssets(False, f"no eval assets: {exc}")
-            if not self.eval_assets.ok:
+            if not self.eval_assets.ok and self.eval_assets.note != demo_assets.NO_TORCH:
+                # (no torch: `dflash-tui demo` says so itself, around the console)
                 print(f"demo: {self.eval_assets.note}", file=sys.stderr, flush=True)
 
         self._assets_thread = threading.Thread(target=build, name="demo-eval-assets", daemon=True)
