@@ -89,6 +89,18 @@ def test_gsm8k_parquet_build_records_zlabs_protocol(
     assert [s["id"] for s in manifest["samples"]] == [2, 0, 1]
     assert len(read_manifest(out).samples) == 3  # the harness reads it
 
+    # and an eval on the cache carries the protocol with its numbers
+    from dflash_tui.demo.synthetic import write_drafter
+    from dflash_tui.shipped.harness import cli as harness_cli
+
+    drafter = write_drafter(
+        tmp_path / "drafter", vocab_size=64, target_layer_ids=LAYER_IDS, block_size=4
+    )
+    results = tmp_path / "eval_results.json"
+    argv = ["--drafter", str(drafter), "--cache", str(out), "--out", str(results)]
+    assert harness_cli.main([*argv, "--device", "cpu"]) == 0
+    assert json.loads(results.read_text())["protocol"] == protocol
+
 
 def test_mt_bench_saved_folder_build_sends_the_first_turn(
     tiny_target: TinyTarget, tmp_path: Path, capsys: pytest.CaptureFixture[str]
