@@ -17,7 +17,7 @@ from dflash_tui.evals.results.served import dflash_served
 from dflash_tui.evals.results.served.beside import ServedBeside, unlike_settings
 from dflash_tui.evals.results.served.store import ServedStore
 from dflash_tui.shipped.servedbench.prompts import protocol_of
-from tests.evals.boards import BOARD_CONFIG
+from tests.evals.boards import BOARD_CONFIG, add, results_doc
 
 SUITES = """
 [[suites]]
@@ -181,3 +181,30 @@ def test_benches_under_other_protocols_are_named_on_the_board(
     assert main(["leaderboard", "--format", "markdown", "--config", str(config_path)]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert head == "| checkpoint | gsm8k [protocols differ: thinking] |"
+
+
+def test_offline_results_under_other_protocols_are_named_on_the_board(
+    config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The harness copies the cache's protocol into eval_results.json; results on one suite
+    whose caches differed (rebuilt with --thinking) get a note naming the field."""
+    from dflash_tui.cli import main
+    from dflash_tui.evals.results.store import ResultsStore
+
+    config = parse_config(config_path.read_text(), config_path)
+    conn = open_eval_state(config.console.state_dir)
+    store = ResultsStore(config.console.results_dir, conn)
+    for name, at, thinking in (("zlab", 1.0, False), ("run1/step-4000", 2.0, True)):
+        doc = results_doc(name, 4.0 - at, 0.5) | {"suite": "gsm8k"}
+        doc["protocol"] = zlab_protocol("gsm8k", thinking=thinking, sample_ids=[3, 1])
+        assert add(store, doc, at) is not None
+    conn.close()
+    assert main(["leaderboard", "gsm8k", "--config", str(config_path)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "results measured under different protocols (thinking differ" in text, text
+    assert main(["leaderboard", "gsm8k", "--json", "--config", str(config_path)]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["checkpoint"]: r["protocol"]["thinking"] for r in rows if r["protocol"]} == {
+        "zlab": False,
+        "run1/step-4000": True,
+    }

@@ -31,7 +31,8 @@ FIELDS: dict[str, Callable[[Protocol], Any]] = {
     "thinking": _get("thinking"),
     "template": _get("chat_template_sha256"),
     "max_new_tokens": _get("max_new_tokens"),
-    "samples": _get("selection", "samples", "samples_sha256"),
+    # a bench's settings hash the ids (samples_sha256); a results file has them all
+    "samples": _get("selection", "samples", "samples_sha256", "sample_ids"),
 }
 
 
