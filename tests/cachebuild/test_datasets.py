@@ -11,7 +11,10 @@ own column layout (tests/cachebuild/field_rows.py).
 from __future__ import annotations
 
 import random
+import sys
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,3 +196,37 @@ def test_a_datasetdict_without_the_split_lists_those_it_has(tmp_path: Path) -> N
     folder = F.write_saved(tmp_path / "mt", "mt-bench", F.MT_BENCH, "test")
     with pytest.raises(InputError, match=r"without the 'train' split \(splits: test"):
         read_rows(DATASETS["mt-bench"], folder)
+
+
+def test_without_data_the_hosts_load_dataset_gets_zlabs_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No --data: the build host's `datasets.load_dataset` (a stand-in module here: the
+    dev lock has no `datasets`) is called as z-lab's benchmark calls it."""
+    calls: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+
+    def load_dataset(*args: str, **kwargs: Any) -> list[dict[str, Any]]:
+        calls.append((args, kwargs))
+        return ROWS["mbpp"] if args[0].endswith("mbpp") else ROWS["mt-bench"]
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    rows, source = read_rows(DATASETS["mbpp"], None)
+    assert [p.text for p in formatted(DATASETS["mbpp"], rows, [0, 1, 2])] == EXPECTED["mbpp"]
+    read_rows(DATASETS["mt-bench"], None)
+    assert calls == [
+        (("google-research-datasets/mbpp", "sanitized"), {"split": "test"}),
+        (("HuggingFaceH4/mt_bench_prompts",), {"split": "train"}),
+    ]
+    assert source == {
+        "load_dataset": ["google-research-datasets/mbpp", "sanitized"],
+        "split": "test",
+    }
+
+
+def test_without_data_or_datasets_the_error_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
+    with pytest.raises(InputError) as err:
+        read_rows(DATASETS["gsm8k"], None)
+    assert "cannot import datasets" in str(err.value) and "--data" in str(err.value.hint)

@@ -127,7 +127,11 @@ async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
             args.target,
             args.prompts,
             dataset=dataset,
-            max_new_tokens=args.max_new_tokens or default_max_new_tokens(dataset),
+            max_new_tokens=(
+                args.max_new_tokens
+                if args.max_new_tokens is not None
+                else default_max_new_tokens(dataset)
+            ),
             layer_ids=args.target_layer_ids,
             drafter=args.drafter,
             host=args.host,
