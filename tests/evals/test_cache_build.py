@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from dflash_tui.shipped.cachebuild import cli as cachebuild_cli
+from tests.cachebuild import field_rows as F
 from tests.testbed import SshdHost
 
 PROMPTS = [
@@ -40,6 +41,12 @@ def bed(
     prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
     cache = gpu.home / "eval" / "built"
     extra = f"""
+[[suites]]
+name = "mt-bench"
+host = "gpu"
+cache = "{gpu.home / "eval" / "mt-bench"}"
+device = "cpu"
+
 [[checkpoints]]
 name = "drafter"
 host = "gpu"
@@ -54,7 +61,14 @@ device = "cpu"
     python = {"python": sys.executable}  # (a fresh sshd session: no PYTHONPATH; the builder
     # runs as the uploaded directory, like the harness)
     config = write_config({"gpu": (gpu, python), "other": (other, python)}, extra=extra)
-    return {"config": config, "target": target, "prompts": prompts, "cache": cache, "tmp": tmp_path}
+    return {
+        "config": config,
+        "target": target,
+        "prompts": prompts,
+        "cache": cache,
+        "tmp": tmp_path,
+        "data": gpu.home / "data",
+    }
 
 
 def dflash(bed: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]:
@@ -121,4 +135,49 @@ def test_bad_cache_builds_are_refused_before_anything_runs(bed: dict[str, Path])
         out = dflash(bed, "cache", "build", "built", *[x for kv in opts.items() for x in kv])
         assert out.returncode == 2, (change, out.stderr)
         assert words in out.stderr, (change, out.stderr)
+    assert json.loads(dflash(bed, "jobs", "--json").stdout)["jobs"] == []
+
+
+def test_dataset_builds_read_the_rows_on_the_host_and_record_the_protocol(
+    bed: dict[str, Path],
+) -> None:
+    """GSM8K from the hub's parquet file, MT-Bench from a datasets save_to_disk folder, both
+    on the build host: nothing is uploaded but the builder (docs/evals.md "The protocol")."""
+    bed["data"].mkdir()
+    gsm8k = F.write_parquet(bed["data"] / "test-00000-of-00001.parquet", "gsm8k", F.GSM8K)
+    mt = F.write_saved(bed["data"] / "mt_bench_prompts", "mt-bench", F.MT_BENCH, "train")
+    common = ["--target", f"gpu:{bed['target']}", "--target-layer-ids", "1,3"]
+    common += ["--max-new-tokens", "6", "--wait", "--json"]
+    runs = {
+        "built": ["--dataset", "gsm8k", "--data", f"gpu:{gsm8k}", "--max-samples", "3"],
+        "mt-bench": ["--dataset", "mt-bench", "--data", str(mt), "--num-prompts", "2"],
+    }
+    for suite, flags in runs.items():
+        out = dflash(bed, "cache", "build", suite, *common, *flags)
+        assert out.returncode == 0, out.stderr + out.stdout
+        job = json.loads(out.stdout)["job"]
+        assert job["state"] == "done" and "--dataset" in job["command"], job
+    built = json.loads((bed["cache"] / "manifest.json").read_text())["protocol"]
+    assert (built["dataset"], built["rows"], built["sample_ids"]) == ("gsm8k", 4, [2, 0, 1])
+    assert built["selection"] == {"way": "shuffle", "seed": 0, "max_samples": 3}
+    assert built["source"] == {"data": str(gsm8k)} and built["max_new_tokens"] == 6
+    mt_cache = bed["cache"].parent / "mt-bench"
+    mt_protocol = json.loads((mt_cache / "manifest.json").read_text())["protocol"]
+    assert mt_protocol["selection"] == {"way": "first", "num_prompts": 2}
+    assert mt_protocol["sample_ids"] == [81, 82] and mt_protocol["thinking"] is False
+
+
+def test_bad_dataset_builds_are_refused_before_anything_runs(bed: dict[str, Path]) -> None:
+    base = ["cache", "build", "built", "--target", f"gpu:{bed['target']}"]
+    base += ["--target-layer-ids", "1,3"]
+    for flags, words in [
+        (["--prompts", str(bed["prompts"]), "--thinking"], "--thinking: only with --dataset"),
+        (["--dataset", "gsm8k", "--data", "other:/x.parquet"], "the rows are read on gpu"),
+        (["--dataset", "gsm8k", "--data", "/nowhere/x.parquet"], "no such file or folder there"),
+        (["--dataset", "gsm8k", "--data", "x.parquet"], "give the absolute path on gpu"),
+        (["--dataset", "gsm8k", "--num-prompts", "0"], "--num-prompts must be positive"),
+    ]:
+        out = dflash(bed, *base, *flags)
+        assert out.returncode == 2, (flags, out.stderr)
+        assert words in out.stderr, (flags, out.stderr)
     assert json.loads(dflash(bed, "jobs", "--json").stdout)["jobs"] == []

@@ -1,7 +1,9 @@
-"""`dflash-tui cache build SUITE --target HOST:DIR --prompts FILE [...]` (docs/evals.md "Building a cache").
+"""`dflash-tui cache build SUITE --target HOST:DIR --prompts FILE | --dataset NAME [...]` (docs/evals.md "Building a cache").
 
 Builds SUITE's `dflash-cache/1` directory (its `cache` path) from the target
-model's own greedy continuations of the prompts, as a detached job on the
+model's own greedy continuations of the prompts (a local file, or one of the
+field's datasets formatted as z-lab's benchmark does: docs/evals.md "The
+protocol"), as a detached job on the
 suite's host: the cache builder and the prompts are uploaded, the job is
 followed like an eval job (`dflash-tui jobs`, `dflash-tui cancel`), and running
 the same command again resumes it sample by sample.
@@ -17,8 +19,15 @@ from typing import Any
 from dflash_tui.commands import CommandError
 from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.evals.jobs.cachejobs import DEFAULT_MAX_NEW_TOKENS
+from dflash_tui.evals.jobs.cachejobs import (
+    DATASET_NAMES,
+    DEFAULT_MAX_NEW_TOKENS,
+    DatasetChoice,
+    default_max_new_tokens,
+)
 from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
+from dflash_tui.shipped.cachebuild.cli import dataset_flags_given
+from dflash_tui.shipped.cachebuild.datasets import ZLAB_MAX_NEW_TOKENS
 
 
 def _layer_ids(text: str) -> tuple[int, ...]:
@@ -47,14 +56,42 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="build SUITE's cache from the target model and prompts",
         description="Build SUITE's dflash-cache/1 directory (its `cache` path, on its host) from "
         'the target model\'s greedy continuations of PROMPTS (JSONL: {"name", "prompt"} or '
-        '{"name", "input_ids"} per line). Runs detached on the suite\'s host with its python, '
+        '{"name", "input_ids"} per line), or of one of the field\'s datasets formatted, picked '
+        "and templated as z-lab's benchmark does (--dataset; the build host reads the rows: "
+        "--data, else its datasets.load_dataset). Runs detached on the suite's host with its "
+        "python, "
         "which needs torch, safetensors and transformers (the `cache` extra). Run it again to "
         "resume an interrupted build. Exit 0 once started (with --wait: once done), 1 if it "
         "failed, 2 for bad usage.",
     )
     b.add_argument("suite", metavar="SUITE")
     b.add_argument("--target", required=True, metavar="HOST:DIR", help="the target model directory")
-    b.add_argument("--prompts", required=True, type=Path, metavar="FILE", help="local JSONL file")
+    source = b.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompts", type=Path, metavar="FILE", help="local JSONL file")
+    source.add_argument(
+        "--dataset",
+        choices=DATASET_NAMES,
+        help="one of the field's datasets, as z-lab's benchmark formats it",
+    )
+    b.add_argument(
+        "--data",
+        metavar="[HOST:]PATH",
+        help="--dataset's split on the build host: .parquet, .jsonl or a save_to_disk folder "
+        "(default: the host's datasets.load_dataset with z-lab's names)",
+    )
+    pick = b.add_mutually_exclusive_group()
+    pick.add_argument(
+        "--max-samples",
+        type=int,
+        metavar="N",
+        help="z-lab's transformers path: shuffle with seed 0, keep N",
+    )
+    pick.add_argument(
+        "--num-prompts", type=int, metavar="N", help="z-lab's server path: the first N rows"
+    )
+    b.add_argument(
+        "--thinking", action="store_true", help="the chat template with enable_thinking on"
+    )
     b.add_argument(
         "--target-layer-ids",
         type=_layer_ids,
@@ -68,9 +105,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     b.add_argument(
         "--max-new-tokens",
         type=int,
-        default=DEFAULT_MAX_NEW_TOKENS,
+        default=None,
         metavar="N",
-        help=f"greedy continuation length per prompt (default {DEFAULT_MAX_NEW_TOKENS})",
+        help=f"greedy continuation length per prompt (default {DEFAULT_MAX_NEW_TOKENS}; with "
+        f"--dataset {ZLAB_MAX_NEW_TOKENS}, z-lab's)",
     )
     b.add_argument("--host", help="build on this host instead of the suite's (same cache path)")
     b.add_argument("--gpu", help="GPU index(es) for CUDA_VISIBLE_DEVICES (default: a free one)")
@@ -83,11 +121,17 @@ async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
         progress = JobProgress(quiet=args.json)
+        dataset = _dataset(args)
         job = await manager.start_cache_build(
             args.suite,
             args.target,
             args.prompts,
-            max_new_tokens=args.max_new_tokens,
+            dataset=dataset,
+            max_new_tokens=(
+                args.max_new_tokens
+                if args.max_new_tokens is not None
+                else default_max_new_tokens(dataset)
+            ),
             layer_ids=args.target_layer_ids,
             drafter=args.drafter,
             host=args.host,
@@ -105,6 +149,19 @@ async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
         return code, out
 
 
+def _dataset(args: argparse.Namespace) -> DatasetChoice | None:
+    """--dataset and its flags; those flags without it are usage errors."""
+    given = dataset_flags_given(args)
+    if args.dataset is None:
+        if given:
+            raise CommandError(f"{', '.join(given)}: only with --dataset", 2)
+        return None
+    for flag, value in (("--max-samples", args.max_samples), ("--num-prompts", args.num_prompts)):
+        if value is not None and value < 1:
+            raise CommandError(f"{flag} must be positive, got {value}", 2)
+    return DatasetChoice(args.dataset, args.data, args.max_samples, args.num_prompts, args.thinking)
+
+
 def _print(out: dict[str, Any]) -> None:
     job = out["job"]
     print_job_head(job)
@@ -115,6 +172,7 @@ def _print(out: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.gpu is not None and not args.gpu.replace(",", "").isdigit():
         raise CommandError(f"--gpu expects GPU indices such as 0 or 0,1; got {args.gpu!r}", 2)
+    _dataset(args)  # usage errors before any connection
     code, out = asyncio.run(_build(args))
     if args.json:
         print_json(out)

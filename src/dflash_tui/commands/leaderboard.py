@@ -44,6 +44,7 @@ from dflash_tui.evals.results.served.board import (
     served_section,
     served_suites,
 )
+from dflash_tui.evals.results.served.dataset_table import dataset_rows
 from dflash_tui.evals.results.served.dflash_served import SUITE_TASK
 from dflash_tui.evals.results.served.field_table import field_rows, render
 from dflash_tui.evals.results.served.store import ServedStore
@@ -96,9 +97,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--format",
         choices=("markdown", "csv"),
         dest="table_format",
-        help='SUITE as the field prints it: checkpoint x task cells "speedup / tau" of the '
-        "newest served bench, with the suite's mean; offline tau_greedy, marked, where a "
-        "checkpoint has no served bench",
+        help='as the field prints it, "speedup / tau" cells of the newest served bench: '
+        "without SUITE, checkpoint x dataset (one column per suite, named by its cache's "
+        "dataset; the head says where a protocol is not z-lab's); with SUITE, checkpoint x "
+        "task with the suite's mean, offline tau_greedy, marked, where a checkpoint has no "
+        "served bench",
     )
     add_json_flag(p)
     p.set_defaults(handler=run)
@@ -380,9 +383,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         conn.close()
     if getattr(args, "table_format", None):
-        if not args.suite:
-            raise CommandError("--format needs a SUITE", 2)
-        print(_field_table(boards[0], sections[0], besides[0], args.table_format), end="")
+        if args.suite:
+            print(_field_table(boards[0], sections[0], besides[0], args.table_format), end="")
+        else:
+            columns = [(b.suite, beside) for b, beside in zip(boards, besides, strict=True)]
+            order = [r.checkpoint for b in boards for r in b.rows]
+            print(render(dataset_rows(columns, order), args.table_format), end="")
         return 0
     if args.json:
         out = []

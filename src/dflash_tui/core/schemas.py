@@ -96,6 +96,9 @@ RESULTS = Schema(
         # the results file's `greedy` object (JSON: how tau_greedy was walked, on which
         # labels); NULL: written before it existed
         "ALTER TABLE results ADD COLUMN greedy TEXT",
+        # the results file's `protocol` object (JSON: the cache's protocol block, docs/evals.md
+        # "The protocol"); NULL: a cache without one, or written before it existed
+        "ALTER TABLE results ADD COLUMN protocol TEXT",
     ],
 )
 

@@ -6,7 +6,9 @@ to the harness (`~/.cache/dflash-tui/cachebuild/<sha256>/`) and run with the
 host's python, which needs the `cache` extra (transformers). This module turns
 the command's arguments into a checked `CacheBuildRequest` before anything is
 queued, uploads the prompts file (content-addressed, atomic) and builds the
-builder's argument list; the JobManager does the rest.
+builder's argument list; the JobManager does the rest. With `--dataset` instead
+of `--prompts` nothing is uploaded: the builder reads the dataset on the host
+(docs/evals.md "The protocol").
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ import json
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dflash_tui.core.config import Config, SuiteConfig
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.errors import CommandFailed, RemoteError
 from dflash_tui.remote.pool import HostPool
+from dflash_tui.shipped.cachebuild.datasets import DATASETS, ZLAB_MAX_NEW_TOKENS
 
-DEFAULT_MAX_NEW_TOKENS = 512
+DEFAULT_MAX_NEW_TOKENS = 512  # --prompts builds; --dataset builds default to z-lab's 2048
+DATASET_NAMES = tuple(DATASETS)
 TARGET_PREFIX = "target:"  # a cache job's `checkpoint` column: target:<model dir name>
 
 
@@ -35,6 +40,42 @@ class CacheBuildError(Exception):
 
 
 @dataclass(frozen=True)
+class DatasetChoice:
+    """`--dataset NAME [--data PATH] [--max-samples N | --num-prompts N] [--thinking]`."""
+
+    name: str
+    data: str | None = None  # on the build host; None: its datasets.load_dataset
+    max_samples: int | None = None
+    num_prompts: int | None = None
+    thinking: bool = False
+
+    def args(self) -> tuple[str, ...]:
+        out: list[str] = ["--dataset", self.name]
+        for flag, value in (
+            ("--data", self.data),
+            ("--max-samples", self.max_samples),
+            ("--num-prompts", self.num_prompts),
+        ):
+            if value is not None:
+                out += [flag, str(value)]
+        return (*out, "--thinking") if self.thinking else tuple(out)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "data": self.data,
+            "max_samples": self.max_samples,
+            "num_prompts": self.num_prompts,
+            "thinking": self.thinking,
+        }
+
+
+def default_max_new_tokens(dataset: DatasetChoice | None) -> int:
+    """z-lab's 2048 for a --dataset build, else the --prompts default."""
+    return ZLAB_MAX_NEW_TOKENS if dataset is not None else DEFAULT_MAX_NEW_TOKENS
+
+
+@dataclass(frozen=True)
 class CacheBuildRequest:
     """A checked cache build: where, from what, into which directory."""
 
@@ -42,26 +83,31 @@ class CacheBuildRequest:
     host: str
     target: str  # the model directory on `host`
     out: str  # the suite's cache path on `host`
-    prompts: bytes  # the JSONL file's content
+    prompts: bytes | None  # the JSONL file's content (None: from `dataset`)
     prompts_name: str
     max_new_tokens: int
     layer_ids: tuple[int, ...]
+    dataset: DatasetChoice | None = None
 
     @property
     def prompts_sha256(self) -> str:
-        return hashlib.sha256(self.prompts).hexdigest()
+        return hashlib.sha256(self.prompts or b"").hexdigest()
 
     @property
     def label(self) -> str:
         return TARGET_PREFIX + (posixpath.basename(self.target.rstrip("/")) or self.target)
 
-    def args(self, prompts_path: str, device: str) -> tuple[str, ...]:
+    def args(self, prompts_path: str | None, device: str) -> tuple[str, ...]:
         """The builder's arguments (the runner adds `--summary FILE` in the job directory)."""
+        if self.dataset is not None:
+            source = self.dataset.args()
+        else:
+            assert prompts_path is not None, "a --prompts build sends its uploaded file"
+            source = ("--prompts", prompts_path)
         return (
             "--target",
             self.target,
-            "--prompts",
-            prompts_path,
+            *source,
             "--out",
             self.out,
             "--target-layer-ids",
@@ -143,11 +189,12 @@ async def plan_cache_build(
     suite: SuiteConfig,
     *,
     target: str,
-    prompts: Path,
+    prompts: Path | None,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     layer_ids: tuple[int, ...] | None = None,
     drafter: str | None = None,
     host: str | None = None,
+    dataset: DatasetChoice | None = None,
 ) -> CacheBuildRequest:
     """Check everything that can be checked before queueing; CacheBuildError says what is wrong."""
     build_host = host or suite.host
@@ -169,13 +216,20 @@ async def plan_cache_build(
         )
     if max_new_tokens < 1:
         raise CacheBuildError(f"--max-new-tokens must be positive, got {max_new_tokens}")
-    try:
-        data = Path(prompts).read_bytes()
-    except OSError as exc:
-        raise CacheBuildError(
-            f"--prompts {prompts}: cannot read it ({exc.strerror or exc})"
-        ) from None
-    check_prompts(data, str(prompts))
+    data: bytes | None = None
+    if (prompts is None) == (dataset is None):
+        raise CacheBuildError("give either --prompts FILE or --dataset NAME")
+    if dataset is not None:
+        dataset = check_dataset(dataset, config, build_host)
+    else:
+        assert prompts is not None
+        try:
+            data = Path(prompts).read_bytes()
+        except OSError as exc:
+            raise CacheBuildError(
+                f"--prompts {prompts}: cannot read it ({exc.strerror or exc})"
+            ) from None
+        check_prompts(data, str(prompts))
     if layer_ids is None and drafter is None:
         raise CacheBuildError("pass --target-layer-ids (e.g. 1,16,31) or --drafter HOST:DIR")
     if drafter is not None:
@@ -210,16 +264,55 @@ async def plan_cache_build(
         raise CacheBuildError(
             f"--target {target}: no config.json there (not a Hugging Face model directory)"
         )
+    if dataset is not None and dataset.data is not None:
+        await _check_data_on_host(pool, build_host, dataset.data)
     return CacheBuildRequest(
         suite=suite.name,
         host=build_host,
         target=target_dir,
         out=suite.cache,
         prompts=data,
-        prompts_name=Path(prompts).name,
+        prompts_name=Path(prompts).name if prompts is not None else "",
         max_new_tokens=max_new_tokens,
         layer_ids=tuple(layer_ids),
+        dataset=dataset,
     )
+
+
+def check_dataset(dataset: DatasetChoice, config: Config, build_host: str) -> DatasetChoice:
+    """The name is one of z-lab's; `--data` is an absolute path, on the build host."""
+    if dataset.name not in DATASETS:
+        raise CacheBuildError(
+            f"--dataset {dataset.name}: not one of z-lab's ({', '.join(DATASET_NAMES)})"
+        )
+    if dataset.max_samples is not None and dataset.num_prompts is not None:
+        raise CacheBuildError("--max-samples and --num-prompts are two protocols: give one")
+    if dataset.data is None:
+        return dataset
+    data_host, path = split_location(dataset.data, config, "--data")
+    if data_host not in (None, build_host):
+        raise CacheBuildError(
+            f"--data {dataset.data}: the rows are read on {build_host}, where the cache is "
+            f"built; copy the file there first (dflash-tui relay {dataset.data} "
+            f"{build_host}:PATH)"
+        )
+    if not path.startswith("/"):
+        raise CacheBuildError(f"--data {dataset.data}: give the absolute path on {build_host}")
+    return DatasetChoice(
+        dataset.name, path, dataset.max_samples, dataset.num_prompts, dataset.thinking
+    )
+
+
+async def _check_data_on_host(pool: HostPool, host: str, path: str) -> None:
+    try:
+        check = await pool.run(host, shell_script('[ -e "$1" ]', path), timeout=30, check=False)
+    except RemoteError as exc:
+        raise CacheBuildError(f"cannot check --data on {host}: {exc}", 1) from None
+    if check.exit_status != 0:
+        raise CacheBuildError(
+            f"--data {host}:{path}: no such file or folder there (a .parquet or .jsonl file, "
+            "or a datasets save_to_disk folder)"
+        )
 
 
 # $1 sha256 of the prompts; stdin: the file. Prints its absolute path on the host.

@@ -48,6 +48,7 @@ from dflash_tui.evals.jobs.benchjobs import SERVED_FILE, BenchOptions, bench_arg
 from dflash_tui.evals.jobs.cachejobs import (
     CacheBuildError,
     CacheBuildRequest,
+    DatasetChoice,
     plan_cache_build,
     upload_prompts,
 )
@@ -417,16 +418,18 @@ class JobManager:
         self,
         suite: str,
         target: str,
-        prompts: Path,
+        prompts: Path | None,
         *,
         max_new_tokens: int,
         layer_ids: Sequence[int] | None = None,
         drafter: str | None = None,
         host: str | None = None,
         gpu: int | str | None = None,
+        dataset: DatasetChoice | None = None,
     ) -> Job:
         """Queue a cache build (docs/evals.md "Building a cache") of `suite`'s cache from the model `target`
-        (`host:DIR` on the build host) and a local prompts file; returns the queued job.
+        (`host:DIR` on the build host) and a local prompts file, or a `dataset` read on the
+        build host (docs/evals.md "The protocol"); returns the queued job.
 
         Raises JobError (exit code 2) for bad arguments, found before anything is queued.
         """
@@ -442,6 +445,7 @@ class JobManager:
                 layer_ids=tuple(layer_ids) if layer_ids else None,
                 drafter=drafter,
                 host=host,
+                dataset=dataset,
             )
         except TargetError as exc:
             raise JobError(str(exc), 2) from None
@@ -481,10 +485,12 @@ class JobManager:
             await self.cache_uploader.install(job.host)
         if self._cancel_requested(job.id):
             return
-        self._update(job.id, state=J.UPLOADING, detail=f"sending {request.prompts_name}")
-        prompts_path = await upload_prompts(self.pool, request)
-        if self._cancel_requested(job.id):
-            return
+        prompts_path = None
+        if request.prompts is not None:  # a --dataset build reads its rows on the host
+            self._update(job.id, state=J.UPLOADING, detail=f"sending {request.prompts_name}")
+            prompts_path = await upload_prompts(self.pool, request)
+            if self._cancel_requested(job.id):
+                return
         self._update(job.id, state=J.STARTING, detail=None)
         device = "cpu" if gpus.device(self.config, job.host, suite) == "cpu" else "cuda:0"
         spec = LaunchSpec(

@@ -39,6 +39,7 @@ from typing import Any
 from dflash_tui.core.config import Config
 from dflash_tui.evals.discovery.targets import CheckpointRef, configured_checkpoints
 from dflash_tui.evals.results import semantics as S
+from dflash_tui.evals.results.protocol import unlike_protocol
 from dflash_tui.evals.results.schema import TASK_COUNTS
 from dflash_tui.evals.results.store import ResultsStore, StoredResult
 
@@ -196,6 +197,9 @@ class Row:
                 self.result.metrics.get("acc_per_position") if self.result else None
             ),
             "greedy": dict(self.result.greedy) if self.result and self.result.greedy else None,
+            "protocol": (
+                dict(self.result.protocol) if self.result and self.result.protocol else None
+            ),
         }
         if with_older:
             out["older"] = [r.as_dict() for r in self.older]
@@ -380,6 +384,13 @@ def build_leaderboard(
     groups_note = _groups_note(rows, groups, baseline)
     if groups_note:
         note = f"{note}; {groups_note}" if note else groups_note
+    differ = unlike_protocol([r.result.protocol for r in rows if r.result is not None])
+    if differ:
+        protocol_note = (
+            f"results measured under different protocols ({', '.join(differ)} differ: the "
+            "cache was rebuilt between them): compare them only within one"
+        )
+        note = f"{note}; {protocol_note}" if note else protocol_note
     task_rows: dict[str, tuple[Row, ...]] = {}
     if tasks:
         names = sorted({t for r in rows if r.result for t in r.result.tasks})

@@ -61,6 +61,7 @@ class EvalResults:
         None  # None: written before the field (evals/results/semantics.py)
     )
     greedy: Mapping[str, Any] | None = None  # None: written before tau_greedy existed
+    protocol: Mapping[str, Any] | None = None  # the cache's (docs/evals.md "The protocol")
 
 
 def _is_number(value: object) -> TypeGuard[float]:
@@ -244,6 +245,9 @@ def validate_results(doc: Any, where: str = "eval_results.json") -> EvalResults:
     greedy = doc.get("greedy")
     if greedy is not None:
         _check_greedy(greedy, metrics, reasons)
+    protocol = doc.get("protocol")
+    if protocol is not None and not isinstance(protocol, dict):
+        reasons.append(f"protocol: expected an object, got {_describe(protocol)}")
     tasks = doc.get("tasks", {})
     if not isinstance(tasks, dict):
         reasons.append(f"tasks: expected an object (task name -> metrics), got {_describe(tasks)}")
@@ -271,6 +275,7 @@ def validate_results(doc: Any, where: str = "eval_results.json") -> EvalResults:
         raw=doc,
         attention=attention,
         greedy=greedy if isinstance(greedy, dict) else None,
+        protocol=protocol if isinstance(protocol, dict) else None,
     )
 
 

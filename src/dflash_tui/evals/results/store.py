@@ -57,6 +57,9 @@ class StoredResult:
         None  # None: before the field (evals/results/semantics.py)
     )
     greedy: Mapping[str, Any] | None = None  # None: before tau_greedy (evals/results/schema.py)
+    protocol: Mapping[str, Any] | None = (
+        None  # None: a cache without one (docs/evals.md "The protocol")
+    )
 
     @property
     def semantics(self) -> str:
@@ -92,6 +95,7 @@ def _row(row: sqlite3.Row) -> StoredResult:
     values["tasks"] = json.loads(values["tasks"])
     values["attention"] = json.loads(values["attention"]) if values.get("attention") else None
     values["greedy"] = json.loads(values["greedy"]) if values.get("greedy") else None
+    values["protocol"] = json.loads(values["protocol"]) if values.get("protocol") else None
     return StoredResult(**values)
 
 
@@ -150,8 +154,8 @@ class ResultsStore:
             cur = self.conn.execute(
                 """INSERT INTO results (suite, checkpoint, job_id, source, origin, sha256, step, run,
                    metrics, tasks, n_anchors, block_size, device, dir, created_at, collected_at,
-                   attention, greedy)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   attention, greedy, protocol)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     suite,
                     checkpoint,
@@ -171,6 +175,7 @@ class ResultsStore:
                     collected_at,
                     json.dumps(dict(results.attention)) if results.attention else None,
                     json.dumps(dict(results.greedy)) if results.greedy else None,
+                    json.dumps(dict(results.protocol)) if results.protocol else None,
                 ),
             )
         except sqlite3.IntegrityError:  # another process stored it meanwhile

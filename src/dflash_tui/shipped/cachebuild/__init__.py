@@ -16,6 +16,12 @@ Two ways to start it:
     python -m dflash_tui.shipped.cachebuild --target DIR --prompts FILE --out DIR \\
         --target-layer-ids 1,16,31 --max-new-tokens N [--device cuda:0|cpu]
 
+  or, for one of the field's datasets as z-lab's benchmark formats and picks it
+  (``datasets.py``; docs/evals.md "The protocol")::
+
+    python -m dflash_tui.shipped.cachebuild --target DIR --dataset gsm8k [--data PATH] \\
+        [--max-samples N | --num-prompts N] [--thinking] --out DIR --target-layer-ids 1,16,31
+
 * as the bundle the console uploads to ``~/.cache/dflash-tui/cachebuild/<sha256>/``
   (this folder, ``common/`` and one bootstrap ``__main__.py``), run its directory::
 
@@ -34,7 +40,7 @@ Stdout carries one JSON object per line (``start``, ``sample``, ``progress``,
 failure, 2 bad input.
 
 Imports only the standard library, torch, safetensors and transformers (the
-``cache`` extra), and only relative imports inside itself and the shared ``../common``. This ``__init__``
+``cache`` extra; pyarrow or ``datasets`` only when ``--dataset`` reads rows), and only relative imports inside itself and the shared ``../common``. This ``__init__``
 imports nothing, so the console can locate the directory cheaply.
 """
 

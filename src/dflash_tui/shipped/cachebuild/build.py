@@ -14,13 +14,14 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from . import BUILD_FORMAT, CACHE_FORMAT
+from .datasets import DATASETS, Selection, formatted, protocol_block, read_rows
 from .errors import InputError, RunFailure
 from .prompts import Prompt, read_prompts
 
@@ -35,7 +36,7 @@ class Options:
     """What to build and how (the command line, parsed)."""
 
     target: Path
-    prompts: Path
+    prompts: Path | None
     out: Path
     max_new_tokens: int
     layer_ids: tuple[int, ...] | None = None
@@ -43,6 +44,37 @@ class Options:
     device: str = "cpu"
     dtype: str = "auto"
     chat_template: bool = True
+    # --dataset instead of --prompts (docs/evals.md "The protocol")
+    dataset: str | None = None
+    data: Path | None = None
+    selection: Selection = field(default_factory=Selection)
+    thinking: bool = False
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """The prompts to build from, and the protocol block when they come from a dataset."""
+
+    items: list[Prompt]
+    sha256: str
+    protocol: dict[str, Any] | None = None
+
+
+def load_prompts(opts: Options) -> Prompts:
+    """--prompts FILE as it is, or --dataset's rows picked and formatted as z-lab's benchmark."""
+    if opts.dataset is None:
+        assert opts.prompts is not None
+        return Prompts(read_prompts(opts.prompts), _sha256(opts.prompts))
+    spec = DATASETS[opts.dataset]
+    rows, source = read_rows(spec, opts.data)
+    if not rows:
+        raise InputError(f"--dataset {spec.name}: the split has no rows ({source})")
+    way, indices = opts.selection.pick(len(rows))
+    picked = formatted(spec, rows, indices)
+    items = [Prompt(spec.name, p.index, text=p.text) for p in picked]
+    texts = json.dumps([p.text for p in picked], ensure_ascii=False).encode("utf-8")
+    protocol = protocol_block(spec, rows, source, opts.selection, way, picked)
+    return Prompts(items, hashlib.sha256(texts).hexdigest(), protocol)
 
 
 def drafter_layer_ids(drafter: Path) -> tuple[int, ...]:
@@ -179,7 +211,36 @@ class Target:
                 hint="layer id i means hidden_states[i + 1], the output of decoder layer i",
             )
 
-    def token_ids(self, prompt: Prompt, chat_template: bool) -> list[int]:
+    def chat_template_sha256(self) -> str:
+        """sha256 of the tokenizer's chat template (JSON of it when it is several by name)."""
+        template = getattr(self.tokenizer, "chat_template", None)
+        text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def chat_text(self, text: str, thinking: bool) -> str:
+        """One user turn through the chat template with the generation prompt, as z-lab's
+        benchmark renders it (``enable_thinking`` always passed; templates without it ignore it)."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise InputError(
+                f"--target {self.dir}: its tokenizer has no chat template, and --dataset prompts "
+                "go through it"
+            )
+        rendered = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}],
+            tokenize=False,
+            add_generation_prompt=True,
+            enable_thinking=thinking,
+        )
+        return str(rendered)
+
+    def token_ids(
+        self, prompt: Prompt, chat_template: bool, thinking: bool | None = None
+    ) -> list[int]:
+        """``thinking`` None: a --prompts build (the template's own default); True/False: a
+        --dataset build, rendered as text and tokenized with no special tokens added."""
+        if thinking is not None and prompt.text is not None:
+            text = self.chat_text(prompt.text, thinking)
+            return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
         if prompt.input_ids is not None:
             return list(prompt.input_ids)
         tok = self.tokenizer
@@ -243,16 +304,35 @@ class Target:
         }
 
 
-def _build_record(opts: Options, ids: tuple[int, ...], dtype: torch.dtype) -> dict[str, Any]:
-    return {
+def _build_record(
+    opts: Options, ids: tuple[int, ...], dtype: torch.dtype, prompts: Prompts
+) -> dict[str, Any]:
+    record = {
         "format": BUILD_FORMAT,
         "target": str(Path(opts.target).resolve()),
         "target_layer_ids": list(ids),
         "max_new_tokens": opts.max_new_tokens,
-        "prompts_sha256": _sha256(opts.prompts),
+        "prompts_sha256": prompts.sha256,
         "dtype": str(dtype).replace("torch.", ""),
         "chat_template": opts.chat_template,
     }
+    if prompts.protocol is not None:  # only then: a --prompts build's record stays as it was
+        record["dataset"] = opts.dataset
+        record["thinking"] = opts.thinking
+    return record
+
+
+def _check_dataset_options(opts: Options) -> None:
+    if opts.dataset is not None and opts.dataset not in DATASETS:
+        raise InputError(
+            f"--dataset {opts.dataset}: not one of z-lab's ({', '.join(DATASETS)})",
+        )
+    if opts.dataset is not None and not opts.chat_template:
+        raise InputError(
+            "--no-chat-template with --dataset: z-lab's protocol sends each prompt through the "
+            "target's chat template",
+            hint="drop --no-chat-template, or give the rendered texts with --prompts",
+        )
 
 
 def _claim_out_dir(out: Path, record: dict[str, Any]) -> None:
@@ -288,13 +368,16 @@ def build(opts: Options, emit: Emit) -> dict[str, Any]:
     """Build the cache; returns the summary (also the ``done`` event's body)."""
     started = time.perf_counter()
     ids = resolve_layer_ids(opts)
-    prompts = read_prompts(opts.prompts)
+    _check_dataset_options(opts)
+    loaded = load_prompts(opts)
+    prompts = loaded.items
     device = torch.device(opts.device)
     dtype = resolve_dtype(opts.dtype, device)
     out = Path(opts.out)
     target = Target(opts.target, device, dtype)
     target.check_layers(ids)
-    record = _build_record(opts, ids, dtype)
+    record = _build_record(opts, ids, dtype, loaded)
+    thinking = opts.thinking if loaded.protocol is not None else None
     _claim_out_dir(out, record)
     meta = {"format": "pt", "dflash": CACHE_FORMAT}
     if not (out / HEAD_FILE).exists():
@@ -315,14 +398,17 @@ def build(opts: Options, emit: Emit) -> dict[str, Any]:
     entries, new_tokens, skipped = [], 0, 0
     for index, prompt in enumerate(prompts):
         name = sample_file(index, prompt.name)
-        entries.append({"name": prompt.name, "file": name})
+        entry: dict[str, Any] = {"name": prompt.name, "file": name}
+        if loaded.protocol is not None:
+            entry["id"] = loaded.protocol["sample_ids"][index]
+        entries.append(entry)
         if (out / name).exists():
             skipped += 1
             emit({"event": "sample", "index": index, "name": prompt.name, "skipped": True})
             emit({"event": "progress", "done": index + 1, "total": total})
             continue
         t0 = time.perf_counter()
-        prompt_ids = target.token_ids(prompt, opts.chat_template)
+        prompt_ids = target.token_ids(prompt, opts.chat_template, thinking)
         sequence = target.generate(prompt_ids, opts.max_new_tokens)
         n_new = sequence.numel() - len(prompt_ids)
         if n_new < 1:
@@ -350,7 +436,7 @@ def build(opts: Options, emit: Emit) -> dict[str, Any]:
             }
         )
         emit({"event": "progress", "done": index + 1, "total": total})
-    manifest = {
+    manifest: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "target_layer_ids": list(ids),
         "hidden_size": target.hidden_size,
@@ -358,6 +444,13 @@ def build(opts: Options, emit: Emit) -> dict[str, Any]:
         "samples": entries,
         "built_by": {**record, "tool": "dflash_tui.shipped.cachebuild"},
     }
+    if loaded.protocol is not None:
+        manifest["protocol"] = {
+            **loaded.protocol,
+            "thinking": opts.thinking,
+            "chat_template_sha256": target.chat_template_sha256(),
+            "max_new_tokens": opts.max_new_tokens,
+        }
     write_json_atomic(out / MANIFEST_FILE, manifest)
     return {
         "out": str(out),

@@ -27,6 +27,7 @@ from ..common.cli import (
     positive,
     run_guarded,
 )
+from .datasets import DATASETS, ZLAB_MAX_NEW_TOKENS, Selection
 from .errors import RunFailure
 
 
@@ -37,16 +38,27 @@ def build_parser() -> argparse.ArgumentParser:
         "of prompts (docs/evals.md 'Building a cache').",
     )
     p.add_argument("--target", required=True, type=Path, help="Hugging Face causal LM directory")
-    p.add_argument(
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--prompts",
-        required=True,
         type=Path,
         help='JSONL: {"name", "prompt"}, {"name", "messages"} or {"name", "input_ids"} per line',
     )
+    source.add_argument(
+        "--dataset",
+        choices=list(DATASETS),
+        help="one of the field's datasets, formatted and picked as z-lab's benchmark does "
+        "(docs/evals.md 'The protocol')",
+    )
     p.add_argument("--out", required=True, type=Path, help="cache directory to write (or resume)")
     p.add_argument(
-        "--max-new-tokens", required=True, type=positive, help="continuation length per prompt"
+        "--max-new-tokens",
+        type=positive,
+        default=None,
+        help=f"continuation length per prompt (required with --prompts; with --dataset "
+        f"default {ZLAB_MAX_NEW_TOKENS}, z-lab's)",
     )
+    add_dataset_args(p)
     p.add_argument(
         "--target-layer-ids",
         type=layer_ids,
@@ -72,13 +84,65 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def add_dataset_args(p: argparse.ArgumentParser) -> None:
+    """--data, --max-samples | --num-prompts and --thinking (with --dataset only)."""
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the split as a .parquet or .jsonl file or a datasets save_to_disk folder "
+        "(default: datasets.load_dataset on this host)",
+    )
+    pick = p.add_mutually_exclusive_group()
+    pick.add_argument(
+        "--max-samples",
+        type=positive,
+        default=None,
+        help="z-lab's transformers path: shuffle with seed 0, keep N",
+    )
+    pick.add_argument(
+        "--num-prompts", type=positive, default=None, help="z-lab's server path: the first N rows"
+    )
+    p.add_argument(
+        "--thinking",
+        action="store_true",
+        help="render the chat template with enable_thinking=True (z-lab's default: off)",
+    )
+
+
+def dataset_flags_given(args: argparse.Namespace) -> list[str]:
+    """The dataset flags on the command line (they go with --dataset only)."""
+    values = (
+        ("--data", args.data),
+        ("--max-samples", args.max_samples),
+        ("--num-prompts", args.num_prompts),
+        ("--thinking", args.thinking or None),
+    )
+    return [flag for flag, value in values if value is not None]
+
+
+def dataset_usage_problem(args: argparse.Namespace) -> str | None:
+    """The dataset flags given without --dataset, or --prompts without --max-new-tokens."""
+    if args.dataset is None:
+        given = dataset_flags_given(args)
+        if given:
+            return f"{', '.join(given)}: only with --dataset"
+        if args.max_new_tokens is None:
+            return "--max-new-tokens N is required with --prompts"
+    return None
+
+
 def _interrupt_on_term(*_: object) -> None:
     raise KeyboardInterrupt  # `dflash-tui cancel` sends SIGTERM: leave no .part file behind
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the build; returns the exit code (the caller exits with it)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = dataset_usage_problem(args)
+    if problem:
+        parser.error(problem)
     if threading.current_thread() is not threading.main_thread():
         return _run(args)
     previous = signal.signal(signal.SIGTERM, _interrupt_on_term)
@@ -108,12 +172,16 @@ def _run(args: argparse.Namespace) -> int:
             target=args.target,
             prompts=args.prompts,
             out=args.out,
-            max_new_tokens=args.max_new_tokens,
+            max_new_tokens=args.max_new_tokens or ZLAB_MAX_NEW_TOKENS,
             layer_ids=args.target_layer_ids,
             drafter=args.drafter,
             device=device,
             dtype=args.dtype,
             chat_template=args.chat_template,
+            dataset=args.dataset,
+            data=args.data,
+            selection=Selection(args.max_samples, args.num_prompts),
+            thinking=args.thinking,
         )
         summary.update(build_mod.build(opts, emit))
         if args.summary is not None:

@@ -47,6 +47,8 @@ class Manifest:
     head_file: Path | None = None
     target_dir: Path | None = None
     built_by: str | None = None  # the ``built_by.tool`` that wrote it (cache build), if it says
+    # a ``--dataset`` build's protocol block (docs/evals.md "The protocol"), passed on as it is
+    protocol: dict[str, Any] | None = None
 
 
 def read_manifest(cache_dir: Path) -> Manifest:
@@ -119,6 +121,7 @@ def read_manifest(cache_dir: Path) -> Manifest:
         head_file,
         target_dir,
         tool if isinstance(tool, str) else None,
+        raw["protocol"] if isinstance(raw.get("protocol"), dict) else None,
     )
 
 

@@ -576,7 +576,7 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
         "ddtree_blocks": {f"b{b}": totals.blocks[b] for b in budgets},
         "walk_only_anchors": walk_only,
     }
-    return {
+    doc = {
         "schema": SCHEMA,
         "suite": opts.suite or Path(opts.cache).resolve().name,
         "checkpoint": {
@@ -593,3 +593,6 @@ def evaluate(opts: Options, emit: Emit) -> dict[str, Any]:
         "greedy": greedy_record,
         "tasks": task_out,
     }
+    if inputs.manifest.protocol is not None:  # the cache's protocol, with the numbers it gave
+        doc["protocol"] = inputs.manifest.protocol
+    return doc

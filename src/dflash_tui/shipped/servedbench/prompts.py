@@ -117,6 +117,27 @@ def named_target(manifest: object) -> tuple[str, bool] | None:
     return None
 
 
+def protocol_of(cache: Path) -> dict[str, Any] | None:
+    """The cache's `protocol` block (a `--dataset` build: docs/evals.md "The protocol") in
+    the fields the board compares, the sample ids as a hash; None when it has none."""
+    try:
+        doc = json.loads((cache / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    block = doc.get("protocol") if isinstance(doc, dict) else None
+    if not isinstance(block, dict):
+        return None
+    ids = json.dumps(block.get("sample_ids"), separators=(",", ":"))
+    kept = ("dataset", "config", "split", "rows_sha256", "formatter", "selection", "thinking")
+    return {
+        **{k: block.get(k) for k in kept},
+        "chat_template_sha256": block.get("chat_template_sha256"),
+        "max_new_tokens": block.get("max_new_tokens"),
+        "samples": len(block.get("sample_ids") or ()),
+        "samples_sha256": hashlib.sha256(ids.encode()).hexdigest(),
+    }
+
+
 def target_of(cache: Path) -> str | None:
     """The target model the cache was built from (`named_target`); None when it names none."""
     try:

@@ -29,7 +29,7 @@ from ..common.errors import RunFailure
 from . import FORMAT
 from .client import Counters, http_get, post_json, read_counters
 from .engine import Engine, EngineSpec, check_command, check_port_free, free_port
-from .prompts import Prompt, prompts_sha256, read_prompts
+from .prompts import Prompt, prompts_sha256, protocol_of, read_prompts
 
 Emit = Callable[[dict[str, Any]], None]
 DYING_S = 10.0  # how long a failed request waits for the engine's exit before blaming the request
@@ -320,6 +320,7 @@ def _document(
             "max_tokens": "continuation",
             "temperature": 0.0,
             "prompts_sha256": prompts_sha256(prompts),
+            "protocol": protocol_of(opts.cache),
         },
         "target": opts.target,
         "drafter": opts.drafter,

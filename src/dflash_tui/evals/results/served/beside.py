@@ -7,8 +7,10 @@ past_end / drafts for a drafter the engine runs as the harness does; the board
 shows the gap and how much of it that term explains, and flags each task where
 more is left (`UNEXPLAINED_TOLERANCE`), never hiding it. Rows measured under
 different settings (engine, k, GPU, temperature, max_tokens, prompts, dtype,
-concurrency) are not alike: `unlike_settings` names what differs, and the board
-says so instead of ranking them as one.
+concurrency) or protocols (the dataset, thinking, the chat template,
+max_new_tokens, the samples: `evals/results/protocol.py`) are not alike:
+`unlike_settings` names what differs, and the board says so instead of ranking
+them as one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tui.evals.results.protocol import protocol_of, unlike_protocol
 from dflash_tui.evals.results.served.dflash_served import FORMAT as BENCH_FORMAT
 from dflash_tui.evals.results.served.dflash_served import SUITE_TASK
 from dflash_tui.evals.results.served.store import ServedResult
@@ -146,8 +149,12 @@ def served_beside(
 
 
 def unlike_settings(rows: Sequence[ServedBeside]) -> list[str]:
-    """The compared settings whose values differ between `rows` (empty: all alike)."""
-    return [key for key in COMPARED_SETTINGS if len({repr(r.settings.get(key)) for r in rows}) > 1]
+    """The compared settings and protocol fields whose values differ between `rows` (empty:
+    all alike)."""
+    differ = [
+        key for key in COMPARED_SETTINGS if len({repr(r.settings.get(key)) for r in rows}) > 1
+    ]
+    return differ + unlike_protocol([protocol_of(r.settings) for r in rows])
 
 
 def format_gap(gap: Gap | None) -> str:

@@ -19,7 +19,7 @@ OFFLINE_MARK = "(offline)"
 SUITE_COLUMN = "mean"
 
 
-def _cell(speedup: float | None, tau: float | None) -> str:
+def speedup_tau_cell(speedup: float | None, tau: float | None) -> str:
     if tau is None:
         return "-"
     left = f"{speedup:.2f}x" if speedup is not None else "-"
@@ -39,8 +39,10 @@ def field_rows(
     for name in checkpoints:
         b = beside.get(name)
         if b is not None:
-            cells = [_cell(*served_tasks.get(name, {}).get(t, (None, None))) for t in tasks]
-            out.append([name, *cells, _cell(b.speedup, b.tau)])
+            cells = [
+                speedup_tau_cell(*served_tasks.get(name, {}).get(t, (None, None))) for t in tasks
+            ]
+            out.append([name, *cells, speedup_tau_cell(b.speedup, b.tau)])
             continue
         metrics, per_task = offline.get(name, ({}, {}))
 
