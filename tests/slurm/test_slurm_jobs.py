@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.discovery.sweep import start_sweep
 from dflash_tui.evals.jobs import job as J
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.discovery.sweep import AutoEval
 from dflash_tui.evals.jobs import job as J
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state

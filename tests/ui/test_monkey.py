@@ -27,7 +27,7 @@ import pytest
 
 from dflash_tui.console.keymap import ACTIONS
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.ui import app as app_module

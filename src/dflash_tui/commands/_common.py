@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_tui.commands import CommandError
-from dflash_tui.core.config import Config, load_config
+from dflash_tui.core.config import Config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs.job import Job, JobState
 from dflash_tui.evals.jobs.manager import JobError, JobManager, open_eval_state
 from dflash_tui.evals.jobs.preflight import REFUSED
