@@ -1,7 +1,7 @@
-"""The App's actions on evals, jobs and relays: evaluate a leaderboard row, make it the
-baseline, the next suite, its per-task results, the progress screen, cancel a job,
-the relay form. A mixin of the App (`ui/app.py`), which keeps the wiring: what the
-session's events mark and how panes are filled.
+"""The App's actions on evals and jobs: evaluate a leaderboard row, make it the
+baseline, the next suite, its per-task results, the progress screen, cancel a job.
+A mixin of the App (`ui/app.py`), which keeps the wiring: what the session's events
+mark and how panes are filled. The relay form's are in `ui/transfer_actions.py`.
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ from dflash_tui.ui.panes.jobs import JobsPane
 from dflash_tui.ui.panes.leaderboard import LeaderboardPane
 from dflash_tui.ui.screens.confirm import ConfirmScreen
 from dflash_tui.ui.screens.progress import ProgressScreen
-from dflash_tui.ui.screens.relay_form import RelayForm
 from dflash_tui.ui.screens.tasks import TasksScreen
 
 if TYPE_CHECKING:
     from textual.app import App
 
     from dflash_tui.console.session import SessionAPI
-    from dflash_tui.core.config import Config
     from dflash_tui.evals.discovery.targets import CheckpointRef
     from dflash_tui.ui.screens.main import MainScreen
 
@@ -33,15 +31,12 @@ else:
 
 
 class EvalActions(_AppBase):
-    """`e`, `S`, `b`, `s`, `enter` on the leaderboard, `p`, `x` and `t` (`console/keymap.py`)."""
+    """`e`, `S`, `b`, `s`, `enter` on the leaderboard, `p` and `x` (`console/keymap.py`)."""
 
     if TYPE_CHECKING:
         session: SessionAPI
-        config: Config
         selected_run: str | None
         suite_index: int
-        _dirty_transfers: bool
-        _dirty_evals: bool
 
         @property
         def main(self) -> MainScreen: ...
@@ -148,21 +143,3 @@ class EvalActions(_AppBase):
     async def cancel_job(self, job_id: str) -> None:
         job = await self.session.cancel_job(job_id)
         self.notify(f"job {job.id}: {job.describe()}", timeout=6)
-
-    def action_open_relay_form(self) -> None:
-        def started(words: tuple[str, str] | None) -> None:
-            if words is not None:
-                self.start_relay(*words)
-
-        form = RelayForm(
-            list(self.config.hosts), self.session.complete_path, stores=list(self.config.stores)
-        )  # the form keeps its own listings; the session bounds the sessions per host
-        self.push_screen(form, started)
-
-    @work(group="transfer", exit_on_error=False)
-    async def start_relay(self, src: str, dst: str) -> None:
-        self.notify(f"relay {src} -> {dst} started", timeout=4)
-        self._dirty_transfers = True
-        self._dirty_evals = True
-        transfer_id = await self.session.relay(src, dst)
-        self.notify(f"relay {src} -> {dst} done, verified ({transfer_id})", timeout=8)
