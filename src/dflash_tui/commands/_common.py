@@ -86,6 +86,36 @@ class JobProgress:
             self.open_line = False
 
 
+async def follow_and_collect(
+    manager: JobManager, job: Job, *, to_end: bool, quiet: bool
+) -> tuple[Job, dict[str, Any]]:
+    """A job `eval` or `bench` just started: follow it until it runs (`--wait`: to its end),
+    and collect it once done, warning of each file the store rejected. Returns the job as
+    it is now and the command's output so far ("job", "collect"). A job refused at once
+    is not followed: it is printed once, by the caller, with its reasons."""
+    if not job.terminal:
+        progress = JobProgress(quiet=quiet)
+        try:
+            job = await manager.wait(job.id, started_only=not to_end, on_change=progress)
+        finally:
+            progress.close()
+    out: dict[str, Any] = {"job": job.as_dict()}
+    if job.state == JobState.DONE:
+        report = await manager.collect([job.id])
+        out["collect"] = report.as_dict()
+        for where, reason in report.rejected:
+            print(f"warning: {where} rejected: {reason}", file=sys.stderr)
+    return job, out
+
+
+def job_exit_code(job: Job) -> int:
+    """0 while the job runs or once it is done, 1 when it failed, 2 when the preflight
+    refused it (the drafter does not fit the suite: the input is wrong, nothing ran)."""
+    if job.error and job.error.startswith(REFUSED):
+        return 2
+    return 0 if job.state in (JobState.DONE, JobState.RUNNING, JobState.STARTING) else 1
+
+
 def print_job_head(job: dict[str, Any]) -> None:
     """A started job's line, how to follow or cancel it, and a failure's last log lines."""
     print(f"job {job['id']}: {job['summary']}")

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from typing import Any
 
 from dflash_tui.commands import CommandError
-from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
+from dflash_tui.commands._common import (
+    eval_context,
+    follow_and_collect,
+    job_exit_code,
+    print_job_head,
+)
 from dflash_tui.commands.output import add_json_flag, print_json
 from dflash_tui.evals.jobs.benchjobs import ENGINES, BenchOptions
-from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
-from dflash_tui.evals.jobs.preflight import REFUSED
+from dflash_tui.evals.jobs.job import DONE
 from dflash_tui.evals.results.served.board import format_speedup, format_tau, format_tok_s
 from dflash_tui.evals.results.served.store import ServedStore
 
@@ -55,19 +58,9 @@ async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     )
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
-        progress = JobProgress(quiet=args.json)
         job = await manager.start_bench(args.checkpoint, args.suite, options, args.host, args.gpu)
-        if not job.terminal:
-            try:
-                job = await manager.wait(job.id, started_only=not args.wait, on_change=progress)
-            finally:
-                progress.close()
-        out: dict[str, Any] = {"job": job.as_dict()}
+        job, out = await follow_and_collect(manager, job, to_end=args.wait, quiet=args.json)
         if job.state == DONE:
-            report = await manager.collect([job.id])
-            out["collect"] = report.as_dict()
-            for where, reason in report.rejected:
-                print(f"warning: {where} rejected: {reason}", file=sys.stderr)
             job = manager.job(job.id)  # collected: its result_dir names the stored bench
             out["job"] = job.as_dict()
             store = ServedStore(ctx.config.console.results_dir, manager.conn)
@@ -76,10 +69,7 @@ async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                 for r in store.results(job.suite)
                 if r.checkpoint == job.checkpoint and r.dir == job.result_dir
             ]
-        code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
-        if job.error and job.error.startswith(REFUSED):
-            code = 2
-        return code, out
+        return job_exit_code(job), out
 
 
 def _print(out: dict[str, Any]) -> None:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from typing import Any
 
 from dflash_tui.commands import CommandError
-from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
+from dflash_tui.commands._common import (
+    eval_context,
+    follow_and_collect,
+    job_exit_code,
+    print_job_head,
+)
 from dflash_tui.commands.output import add_json_flag, print_json
 from dflash_tui.core.config import SLIDING_MODES
-from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
-from dflash_tui.evals.jobs.preflight import REFUSED
+from dflash_tui.evals.jobs.job import DONE
 from dflash_tui.evals.results.leaderboard import build_leaderboard, format_metric, format_ratio
 from dflash_tui.evals.results.semantics import describe
 
@@ -51,21 +54,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
-        progress = JobProgress(quiet=args.json)
         job = await manager.start_eval(
             args.checkpoint, args.suite, args.host, args.gpu, args.sliding
         )
-        if not job.terminal:  # a refused job is printed once, below, with its reasons
-            try:
-                job = await manager.wait(job.id, started_only=not args.wait, on_change=progress)
-            finally:
-                progress.close()
-        out: dict[str, Any] = {"job": job.as_dict()}
+        job, out = await follow_and_collect(manager, job, to_end=args.wait, quiet=args.json)
         if job.state == DONE:
-            report = await manager.collect([job.id])
-            out["collect"] = report.as_dict()
-            for where, reason in report.rejected:
-                print(f"warning: {where} rejected: {reason}", file=sys.stderr)
             board = build_leaderboard(ctx.config, manager.results, job.suite)
             row = next((r for r in board.rows if r.job_id == job.id), None) or next(
                 (r for r in board.rows if r.checkpoint == job.checkpoint), None
@@ -74,10 +67,7 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                 out["result"] = row.as_dict(board.baseline)
                 out["result"]["attention_record"] = dict(row.result.attention or {})
                 out["baseline"] = board.baseline
-        code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
-        if job.error and job.error.startswith(REFUSED):
-            code = 2  # the drafter does not fit the suite: the input is wrong, nothing ran
-        return code, out
+        return job_exit_code(job), out
 
 
 def _print(out: dict[str, Any]) -> None:
