@@ -3,14 +3,17 @@ manager, closed in order), how they write times, and a job's progress and head l
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from dflash_tui.commands import CommandError
+from dflash_tui.commands.output import print_json
 from dflash_tui.core.config import Config
 from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs.job import Job, JobState
@@ -114,6 +117,23 @@ def job_exit_code(job: Job) -> int:
     if job.error and job.error.startswith(REFUSED):
         return 2
     return 0 if job.state in (JobState.DONE, JobState.RUNNING, JobState.STARTING) else 1
+
+
+def run_job_command(
+    args: argparse.Namespace,
+    start: Callable[[argparse.Namespace], Coroutine[Any, Any, tuple[int, dict[str, Any]]]],
+    show: Callable[[dict[str, Any]], None],
+) -> int:
+    """A job command's handler (`eval`, `bench`, `cache build`): check `--gpu`, run
+    `start`, print its output as JSON (`--json`) or for people (`show`); its exit code."""
+    if args.gpu is not None and not args.gpu.replace(",", "").isdigit():
+        raise CommandError(f"--gpu expects GPU indices such as 0 or 0,1; got {args.gpu!r}", 2)
+    code, out = asyncio.run(start(args))
+    if args.json:
+        print_json(out)
+    else:
+        show(out)
+    return code
 
 
 def print_job_head(job: dict[str, Any]) -> None:

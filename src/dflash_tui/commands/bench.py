@@ -4,17 +4,16 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
-from dflash_tui.commands import CommandError
 from dflash_tui.commands._common import (
     eval_context,
     follow_and_collect,
     job_exit_code,
     print_job_head,
+    run_job_command,
 )
-from dflash_tui.commands.output import add_json_flag, print_json
+from dflash_tui.commands.output import add_json_flag
 from dflash_tui.evals.jobs.benchjobs import ENGINES, BenchOptions
 from dflash_tui.evals.jobs.job import DONE
 from dflash_tui.evals.results.served.board import format_speedup, format_tau, format_tok_s
@@ -86,11 +85,4 @@ def _print(out: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.gpu is not None and not args.gpu.replace(",", "").isdigit():
-        raise CommandError(f"--gpu expects GPU indices such as 0 or 0,1; got {args.gpu!r}", 2)
-    code, out = asyncio.run(_bench(args))
-    if args.json:
-        print_json(out)
-    else:
-        _print(out)
-    return code
+    return run_job_command(args, _bench, _print)

@@ -10,13 +10,16 @@ the same command again resumes it sample by sample.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.commands import CommandError
-from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
-from dflash_tui.commands.output import add_json_flag, print_json
+from dflash_tui.commands._common import (
+    JobProgress,
+    eval_context,
+    print_job_head,
+    run_job_command,
+)
+from dflash_tui.commands.output import add_json_flag
 from dflash_tui.evals.jobs.cachejobs import DEFAULT_MAX_NEW_TOKENS
 from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
 
@@ -113,11 +116,4 @@ def _print(out: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.gpu is not None and not args.gpu.replace(",", "").isdigit():
-        raise CommandError(f"--gpu expects GPU indices such as 0 or 0,1; got {args.gpu!r}", 2)
-    code, out = asyncio.run(_build(args))
-    if args.json:
-        print_json(out)
-    else:
-        _print(out)
-    return code
+    return run_job_command(args, _build, _print)
