@@ -121,19 +121,21 @@ def job_exit_code(job: Job) -> int:
 
 def run_job_command(
     args: argparse.Namespace,
-    start: Callable[[argparse.Namespace], Coroutine[Any, Any, tuple[int, dict[str, Any]]]],
+    start: Callable[[argparse.Namespace], Coroutine[Any, Any, tuple[Job, dict[str, Any]]]],
     show: Callable[[dict[str, Any]], None],
 ) -> int:
     """A job command's handler (`eval`, `bench`, `cache build`): check `--gpu`, run
-    `start`, print its output as JSON (`--json`) or for people (`show`); its exit code."""
+    `start` (the job and the command's output), print the output as JSON (`--json`) or
+    for people (the job's head line, then what `show` adds); `job_exit_code`."""
     if args.gpu is not None and not args.gpu.replace(",", "").isdigit():
         raise CommandError(f"--gpu expects GPU indices such as 0 or 0,1; got {args.gpu!r}", 2)
-    code, out = asyncio.run(start(args))
+    job, out = asyncio.run(start(args))
     if args.json:
         print_json(out)
     else:
+        print_job_head(out["job"])
         show(out)
-    return code
+    return job_exit_code(job)
 
 
 def print_job_head(job: dict[str, Any]) -> None:

@@ -6,16 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dflash_tui.commands._common import (
-    eval_context,
-    follow_and_collect,
-    job_exit_code,
-    print_job_head,
-    run_job_command,
-)
+from dflash_tui.commands._common import eval_context, follow_and_collect, run_job_command
 from dflash_tui.commands.output import add_json_flag
 from dflash_tui.evals.jobs.benchjobs import ENGINES, BenchOptions
-from dflash_tui.evals.jobs.job import DONE
+from dflash_tui.evals.jobs.job import DONE, Job
 from dflash_tui.evals.results.served.board import format_speedup, format_tau, format_tok_s
 from dflash_tui.evals.results.served.store import ServedStore
 
@@ -47,7 +41,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
-async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+async def _bench(args: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     options = BenchOptions(
         engine=args.engine,
         k=args.k,
@@ -68,11 +62,10 @@ async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                 for r in store.results(job.suite)
                 if r.checkpoint == job.checkpoint and r.dir == job.result_dir
             ]
-        return job_exit_code(job), out
+        return job, out
 
 
 def _print(out: dict[str, Any]) -> None:
-    print_job_head(out["job"])
     for row in out.get("served", []):
         details = row.get("details", {})
         within = details.get("tau_within_max_tokens")

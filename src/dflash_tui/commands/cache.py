@@ -13,15 +13,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.commands._common import (
-    JobProgress,
-    eval_context,
-    print_job_head,
-    run_job_command,
-)
+from dflash_tui.commands._common import JobProgress, eval_context, run_job_command
 from dflash_tui.commands.output import add_json_flag
 from dflash_tui.evals.jobs.cachejobs import DEFAULT_MAX_NEW_TOKENS
-from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
+from dflash_tui.evals.jobs.job import DONE, Job
 
 
 def _layer_ids(text: str) -> tuple[int, ...]:
@@ -82,7 +77,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     b.set_defaults(handler=run)
 
 
-async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+async def _build(args: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
         progress = JobProgress(quiet=args.json)
@@ -103,14 +98,11 @@ async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
         if job.state == DONE:
             await manager.collect([job.id])
             job = manager.job(job.id)
-        out: dict[str, Any] = {"job": job.as_dict()}
-        code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
-        return code, out
+        return job, {"job": job.as_dict()}
 
 
 def _print(out: dict[str, Any]) -> None:
     job = out["job"]
-    print_job_head(job)
     if job["state"] == DONE and job.get("result_dir"):
         print(f"  cache: {job['result_dir']}")
 

@@ -5,16 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dflash_tui.commands._common import (
-    eval_context,
-    follow_and_collect,
-    job_exit_code,
-    print_job_head,
-    run_job_command,
-)
+from dflash_tui.commands._common import eval_context, follow_and_collect, run_job_command
 from dflash_tui.commands.output import add_json_flag
 from dflash_tui.core.config import SLIDING_MODES
-from dflash_tui.evals.jobs.job import DONE
+from dflash_tui.evals.jobs.job import DONE, Job
 from dflash_tui.evals.results.leaderboard import build_leaderboard, format_metric, format_ratio
 from dflash_tui.evals.results.semantics import describe
 
@@ -50,7 +44,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
-async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+async def _eval(args: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
         job = await manager.start_eval(
@@ -66,11 +60,10 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                 out["result"] = row.as_dict(board.baseline)
                 out["result"]["attention_record"] = dict(row.result.attention or {})
                 out["baseline"] = board.baseline
-        return job_exit_code(job), out
+        return job, out
 
 
 def _print(out: dict[str, Any]) -> None:
-    print_job_head(out["job"])
     result = out.get("result")
     if result:
         baseline = out.get("baseline")
