@@ -155,16 +155,8 @@ class TrackerFeed:
 
     def view(self) -> TrackerView:
         """What a run's view shows of the tracker (its `as_dict` is the JSON form)."""
-        return TrackerView(
-            kind=self.kind,
-            path=self.path,
-            status=self.status,
-            error=self.error,
-            records=self.records,
-            scalars=self.scalars,
-            corrupt=self.corrupt,
-            names=self.names(),
-        )
+        counts = (self.records, self.scalars, self.corrupt)
+        return TrackerView(self.kind, self.path, self.status, self.error, *counts, self.names())
 
 
 def _step_metrics(step: int, wall: float | None, values: dict[str, float]) -> Metrics:
