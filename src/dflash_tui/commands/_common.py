@@ -22,6 +22,14 @@ from dflash_tui.evals.jobs.preflight import REFUSED
 from dflash_tui.remote.pool import HostPool
 
 
+def add_target_args(p: argparse.ArgumentParser) -> None:
+    """CHECKPOINT SUITE [--host HOST] [--gpu GPUS]: what `eval` and `bench` run, and where."""
+    p.add_argument("checkpoint", metavar="CHECKPOINT")
+    p.add_argument("suite", metavar="SUITE")
+    p.add_argument("--host", help="run on this host instead of the suite's (same cache path)")
+    p.add_argument("--gpu", help="GPU index(es) for CUDA_VISIBLE_DEVICES (default: a free one)")
+
+
 @dataclass
 class EvalContext:
     config: Config
@@ -89,11 +97,11 @@ class JobProgress:
             self.open_line = False
 
 
-async def follow_and_collect(
+async def follow_job(
     manager: JobManager, job: Job, *, to_end: bool, quiet: bool
 ) -> tuple[Job, dict[str, Any]]:
     """A job `eval` or `bench` just started: follow it until it runs (`--wait`: to its end),
-    and collect it once done, warning of each file the store rejected. Returns the job as
+    then collect it once done, warning of each file the store rejected. Returns the job as
     it is now and the command's output so far ("job", "collect"). A job refused at once
     is not followed: it is printed once, by the caller, with its reasons."""
     if not job.terminal:

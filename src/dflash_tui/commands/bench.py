@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dflash_tui.commands._common import eval_context, follow_and_collect, run_job_command
+from dflash_tui.commands._common import add_target_args, eval_context, follow_job, run_job_command
 from dflash_tui.commands.output import add_json_flag
 from dflash_tui.evals.jobs.benchjobs import ENGINES, BenchOptions
 from dflash_tui.evals.jobs.job import DONE, Job
@@ -27,10 +27,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "against the suite first, as for an eval. Exit 0 once started (with --wait: once "
         "done and collected), 1 if it failed, 2 for bad usage or a refused drafter.",
     )
-    p.add_argument("checkpoint", metavar="CHECKPOINT")
-    p.add_argument("suite", metavar="SUITE")
-    p.add_argument("--host", help="run on this host instead of the suite's (same cache path)")
-    p.add_argument("--gpu", help="GPU index(es) for CUDA_VISIBLE_DEVICES (default: a free one)")
+    add_target_args(p)
     p.add_argument("--engine", choices=ENGINES, default="vllm")
     p.add_argument("--k", type=int, help="draft tokens per step (default: block size - 1)")
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
@@ -52,7 +49,7 @@ async def _bench(args: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
         job = await manager.start_bench(args.checkpoint, args.suite, options, args.host, args.gpu)
-        job, out = await follow_and_collect(manager, job, to_end=args.wait, quiet=args.json)
+        job, out = await follow_job(manager, job, to_end=args.wait, quiet=args.json)
         if job.state == DONE:
             job = manager.job(job.id)  # collected: its result_dir names the stored bench
             out["job"] = job.as_dict()

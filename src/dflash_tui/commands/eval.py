@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dflash_tui.commands._common import eval_context, follow_and_collect, run_job_command
+from dflash_tui.commands._common import add_target_args, eval_context, follow_job, run_job_command
 from dflash_tui.commands.output import add_json_flag
 from dflash_tui.core.config import SLIDING_MODES
 from dflash_tui.evals.jobs.job import DONE, Job
@@ -27,10 +27,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "Exit 0 once started (with --wait: once done), 1 if it failed or a host is down, 2 for "
         "bad usage or a drafter refused by that check.",
     )
-    p.add_argument("checkpoint", metavar="CHECKPOINT")
-    p.add_argument("suite", metavar="SUITE")
-    p.add_argument("--host", help="run on this host instead of the suite's (same cache path)")
-    p.add_argument("--gpu", help="GPU index(es) for CUDA_VISIBLE_DEVICES (default: a free one)")
+    add_target_args(p)
     p.add_argument(
         "--sliding",
         choices=SLIDING_MODES,
@@ -50,7 +47,7 @@ async def _eval(args: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         job = await manager.start_eval(
             args.checkpoint, args.suite, args.host, args.gpu, args.sliding
         )
-        job, out = await follow_and_collect(manager, job, to_end=args.wait, quiet=args.json)
+        job, out = await follow_job(manager, job, to_end=args.wait, quiet=args.json)
         if job.state == DONE:
             board = build_leaderboard(ctx.config, manager.results, job.suite)
             row = next((r for r in board.rows if r.job_id == job.id), None) or next(
