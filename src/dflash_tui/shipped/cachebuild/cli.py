@@ -10,9 +10,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 bad input.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from ..common.cli import (
     pick_device,
     positive,
     run_guarded,
+    run_interruptible,
 )
 from .errors import RunFailure
 
@@ -72,20 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _interrupt_on_term(*_: object) -> None:
-    raise KeyboardInterrupt  # `dflash-tui cancel` sends SIGTERM: leave no .part file behind
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the build; returns the exit code (the caller exits with it)."""
-    args = build_parser().parse_args(argv)
-    if threading.current_thread() is not threading.main_thread():
-        return _run(args)
-    previous = signal.signal(signal.SIGTERM, _interrupt_on_term)
-    try:
-        return _run(args)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    """Run the build; returns the exit code (the caller exits with it). `dflash-tui cancel`
+    sends SIGTERM: the build stops as interrupted and leaves no .part file behind."""
+    return run_interruptible(_run, build_parser().parse_args(argv))
 
 
 def _run(args: argparse.Namespace) -> int:
