@@ -7,7 +7,7 @@ mark and how panes are filled. The relay form's are in `ui/transfer_actions.py`.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.css.query import NoMatches
@@ -43,11 +43,16 @@ class EvalActions(_AppBase):
         def fill_leaderboard(self) -> None: ...
         def fill_progress(self) -> None: ...
 
-    def action_evaluate(self) -> None:
+    def _leaderboard_selection(self) -> tuple[Any, Any] | None:
+        """The leaderboard's selected row and its board; None while either is missing."""
         pane = self.main.query_one(LeaderboardPane)
         row, board = pane.selected_row, pane.board
-        if row is None or board is None:
+        return None if row is None or board is None else (row, board)
+
+    def action_evaluate(self) -> None:
+        if (selected := self._leaderboard_selection()) is None:
             return
+        row, board = selected
         self.start_eval(row.ref or row.checkpoint, row.checkpoint, board.suite)
 
     @work(group="eval", exit_on_error=False)
@@ -61,10 +66,9 @@ class EvalActions(_AppBase):
         self.notify(f"eval of {name} on {suite} queued as job {job.id}", timeout=6)
 
     def action_serve_bench(self) -> None:
-        pane = self.main.query_one(LeaderboardPane)
-        row, board = pane.selected_row, pane.board
-        if row is None or board is None:
+        if (selected := self._leaderboard_selection()) is None:
             return
+        row, board = selected
         target, suite = row.ref or row.checkpoint, board.suite
         question = f"Start a served bench of {row.checkpoint} on {suite} (an engine on its host)?"
 
@@ -80,10 +84,9 @@ class EvalActions(_AppBase):
         self.notify(f"served bench on {suite}: job {job.id}, {job.describe()}", timeout=8)
 
     def action_mark_baseline(self) -> None:
-        pane = self.main.query_one(LeaderboardPane)
-        row, board = pane.selected_row, pane.board
-        if row is None or board is None:
+        if (selected := self._leaderboard_selection()) is None:
             return
+        row, board = selected
         self.session.set_baseline(board.suite, row.checkpoint)
         self.notify(f"{row.checkpoint} is now the baseline of {board.suite}", timeout=4)
 
@@ -92,10 +95,9 @@ class EvalActions(_AppBase):
         self.fill_leaderboard()
 
     def action_open_tasks(self) -> None:
-        pane = self.main.query_one(LeaderboardPane)
-        row, board = pane.selected_row, pane.board
-        if row is None or board is None:
+        if (selected := self._leaderboard_selection()) is None:
             return
+        row, board = selected
         detailed = self.session.leaderboard(board.suite, tasks=True)
         if detailed is not None:
             self.push_screen(TasksScreen(detailed, row.checkpoint, row.attention))
