@@ -138,7 +138,11 @@ class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, TransferA
 
     def get_default_screen(self) -> Screen:
         width, height = self.size
-        return MainScreen(wide=wants_wide(width, height), split=wants_split(width, height))
+        return MainScreen(
+            wide=wants_wide(width, height),
+            split=wants_split(width, height),
+            when_ready=self.main_screen_ready,
+        )
 
     def on_mount(self) -> None:
         self.theme = THEME_NAME
