@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from dflash_tui.core.config import load_config  # noqa: E402
+from dflash_tui.core.config_parse import load_config  # noqa: E402
 from dflash_tui.monitor.backlog import load_backlog  # noqa: E402
 from dflash_tui.monitor.history import History  # noqa: E402
 from dflash_tui.monitor.lines import LineSplitter, clean_line  # noqa: E402

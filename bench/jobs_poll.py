@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from dflash_tui.core.config import load_config  # noqa: E402
+from dflash_tui.core.config_parse import load_config  # noqa: E402
 from dflash_tui.evals.jobs.backends import SshBackend  # noqa: E402
 from dflash_tui.evals.jobs.job import Job  # noqa: E402
 from dflash_tui.evals.jobs.manager import local_process_start  # noqa: E402

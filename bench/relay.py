@@ -611,7 +611,7 @@ class NetnsBench:
         import; timed from the call to its result (the first relay warms the pool)."""
         import asyncio
 
-        from dflash_tui.core.config import load_config
+        from dflash_tui.core.config_parse import load_config
         from dflash_tui.remote.pool import HostPool
         from dflash_tui.transfer import open_transfer_state, relay
 

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from dflash_tui.core.config import load_config  # noqa: E402
+from dflash_tui.core.config_parse import load_config  # noqa: E402
 from dflash_tui.monitor.tail import LogTail  # noqa: E402
 from dflash_tui.remote.pool import HostPool  # noqa: E402
 from tests.testbed import ClientKey, SshdHost, hosts_toml, sshd_host_entry  # noqa: E402

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from dflash_tui.core.config import load_config  # noqa: E402
+from dflash_tui.core.config_parse import load_config  # noqa: E402
 from dflash_tui.monitor import Monitor, MonitorOptions  # noqa: E402
 from dflash_tui.monitor.trackers.feed import POINTS_PER_NAME  # noqa: E402
 from dflash_tui.remote import HostPool  # noqa: E402

@@ -88,7 +88,7 @@ def serve_core(config: Path, seconds: float) -> None:
     import asyncio
 
     from dflash_tui.console.session import ConsoleSession
-    from dflash_tui.core.config import load_config
+    from dflash_tui.core.config_parse import load_config
     from dflash_tui.ui import gc_policy
 
     async def run() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import ConfigError, build_line_index, load_config, parse_config
+from dflash_tui.core.config import ConfigError
+from dflash_tui.core.config_parse import build_line_index, load_config, parse_config
 
 EXAMPLE = """
 [console]

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.demo.cluster import DemoCluster, demo_config_text
 from dflash_tui.remote import HostPool
 from tests.testbed import free_port_run

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote import HostPool, HostUnreachable
 from tests.testbed import Behaviour, FaultyServer
 

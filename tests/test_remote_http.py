@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote import HostPool, TunnelFailed
 from dflash_tui.remote.errors import EndpointFailed
 from dflash_tui.remote.http import http_get

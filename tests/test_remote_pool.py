@@ -11,7 +11,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from dflash_tui.core.config import ConfigError, load_config
+from dflash_tui.core.config import ConfigError
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote import (
     AuthFailed,
     CommandFailed,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote import HostPool
 from dflash_tui.remote.errors import HostUnreachable
 from dflash_tui.transfer.completion import CompletionError, complete_path

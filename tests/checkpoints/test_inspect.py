@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.checkpoints import CheckpointError, compare, inspect_local, inspect_remote
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote import HostPool
 from tests.checkpoints.drafters import DRAFTER_CONFIG, big_drafter, write_safetensors
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dflash_tui import cli
-from dflash_tui.core.config import parse_config
+from dflash_tui.core.config_parse import parse_config
 from dflash_tui.core.schemas import RESULTS as SCHEMA
 from dflash_tui.core.state import Schema, apply_schema
 from dflash_tui.evals.jobs.manager import open_eval_state

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.results.collect import import_results
 from dflash_tui.evals.results.leaderboard import build_leaderboard

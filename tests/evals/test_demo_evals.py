@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.demo import assets as demo_assets
 from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.evals.discovery.targets import discover_checkpoints

@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs.job import Job, JobStore
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.remote import HostPool

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui import cli
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs.backends import LaunchSpec, SshBackend
 from dflash_tui.evals.jobs.install import HarnessUploader, harness_sha256
 from dflash_tui.evals.jobs.job import Job, JobStore, JobUpdated, new_job_id
@@ -410,7 +410,7 @@ async def test_cancelling_a_job_that_just_finished_keeps_its_result(
 
 CLOSING_CONSOLE = """
 import asyncio, sys
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.remote import HostPool
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui import cli
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote import HostPool
 from tests.evals.cluster import Cluster
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.discovery.targets import CheckpointRef
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.jobs.placement import STAMP_NAME, place_checkpoint

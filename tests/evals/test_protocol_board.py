@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tui.core.config import parse_config
+from dflash_tui.core.config_parse import parse_config
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.results.protocol import column_label, departures, unlike_protocol
 from dflash_tui.evals.results.served import dflash_served

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import parse_config
+from dflash_tui.core.config_parse import parse_config
 from dflash_tui.evals.discovery.targets import safe_name, step_from_name
 from dflash_tui.evals.jobs.backends import parse_poll
 from dflash_tui.evals.jobs.manager import open_eval_state

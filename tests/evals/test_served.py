@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dflash_tui.cli import main
-from dflash_tui.core.config import parse_config
+from dflash_tui.core.config_parse import parse_config
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.results.schema import validate_results
 from dflash_tui.evals.results.served.formats import detect_format, read_served
@@ -402,7 +402,7 @@ async def test_the_console_session_gives_each_board_its_served_rows(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from dflash_tui.console.session import ConsoleSession
-    from dflash_tui.core.config import load_config
+    from dflash_tui.core.config_parse import load_config
 
     add_offline(workdir, "zlab", 4.2, 1000.0)
     assert cli(capsys, "import", "run.pt", "--checkpoint", "zlab")[0] == 0

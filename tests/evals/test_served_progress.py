@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dflash_tui.core.config import parse_config
+from dflash_tui.core.config_parse import parse_config
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.results.progress import build_progress, format_progress
 from dflash_tui.evals.results.served import dflash_served

@@ -14,7 +14,8 @@ import pytest
 
 from dflash_tui import cli
 from dflash_tui.commands.eval import _print
-from dflash_tui.core.config import ConfigError, load_config, parse_config
+from dflash_tui.core.config import ConfigError
+from dflash_tui.core.config_parse import load_config, parse_config
 from dflash_tui.evals.jobs.manager import JobError, JobManager, open_eval_state
 from dflash_tui.remote import HostPool
 from tests.evals.cluster import Cluster

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tui.core.config import parse_config
+from dflash_tui.core.config_parse import parse_config
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.results.schema import SchemaError, validate_results
 from dflash_tui.evals.results.store import ResultsStore

@@ -15,7 +15,8 @@ import tomllib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dflash_tui.core.config import Config, ConfigError, parse_config
+from dflash_tui.core.config import Config, ConfigError
+from dflash_tui.core.config_parse import parse_config
 from tests.fuzz.bounds import FUZZ, reading_or_error
 
 DEMO = (Path(__file__).resolve().parents[2] / "hosts.toml").read_text(encoding="utf-8")

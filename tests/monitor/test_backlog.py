@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor.backlog import load_backlog
 from dflash_tui.monitor.history import History
 from dflash_tui.monitor.metrics import MetricParser

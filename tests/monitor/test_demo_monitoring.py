@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor import Monitor, RunState, RunStateChanged
 from dflash_tui.remote import HostPool
 from tests.monitor.helpers import remote_processes_mentioning

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor import AcceptanceDropped, Monitor, MonitorOptions
 from dflash_tui.remote import HostPool
 from tests.testbed import ClientKey, SshdHost, hosts_toml, sshd_host_entry

@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor.gpu import GpuProcess, parse_gpu_csv
 from dflash_tui.monitor.liveness import parse_probe, probe_argv, probe_input
 from dflash_tui.remote import HostPool

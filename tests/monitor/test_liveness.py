@@ -13,7 +13,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.demo.cluster import path_without
 from dflash_tui.monitor.gpu import parse_gpu_csv, summarize
 from dflash_tui.monitor.liveness import (

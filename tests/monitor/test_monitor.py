@@ -9,7 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor import (
     HostReachabilityChanged,
     LinesAppended,

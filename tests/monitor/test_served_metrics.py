@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.exposition import generate_latest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor import AcceptanceDropped, Monitor, MonitorOptions
 from dflash_tui.monitor.served_metrics import MetricsWindow, NotSpecMetrics, parse_scrape
 from dflash_tui.remote import HostPool

@@ -10,7 +10,7 @@ import shutil
 import time
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor.tail import LogPosition, LogTail
 from dflash_tui.remote import HostPool
 from tests.monitor.helpers import Collector, eventually, remote_processes_mentioning

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import ConfigError, parse_config
+from dflash_tui.core.config import ConfigError
+from dflash_tui.core.config_parse import parse_config
 from tests.notify.hookserver import HookServer
 
 BASE = """

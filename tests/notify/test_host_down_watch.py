@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.demo.cluster import DemoCluster, DemoRun
 from dflash_tui.notify import Notice, Outcome
 from tests.demo_on_sshd import sshd_server_factory

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs import job as J
 from dflash_tui.evals.jobs.benchjobs import BenchOptions
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state

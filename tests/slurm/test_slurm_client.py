@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import SlurmConfig, load_config
+from dflash_tui.core.config import SlurmConfig
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs.slurm import SlurmClient, SlurmState, pool_runner
 from dflash_tui.remote import HostPool
 from tests.slurm.slurmbed import SlurmCluster

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import load_config
-from dflash_tui.evals.discovery.sweep import start_sweep
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs import job as J
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.evals.jobs.preflight import REFUSED
+from dflash_tui.evals.jobs.sweeps import start_sweep
 from dflash_tui.evals.results.progress import build_progress
 from dflash_tui.remote import HostPool
 from tests.evals.cluster import Assets, assets, place  # noqa: F401 - the session fixture

@@ -95,7 +95,7 @@ async def test_directory_to_store_and_back_is_verified(store_config, s3: S3Env) 
 
 
 def conn_of(config: Path):  # type: ignore[no-untyped-def]
-    from dflash_tui.core.config import load_config
+    from dflash_tui.core.config_parse import load_config
     from dflash_tui.transfer import open_transfer_state
 
     return open_transfer_state(load_config(config).console.state_dir)

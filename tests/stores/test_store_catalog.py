@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from dflash_tui.checkpoints import inspect, inspect_local, locate, parse_location
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote import HostPool
 from dflash_tui.transfer import RelayOptions, relay
 from tests.checkpoints.drafters import DRAFTER_CONFIG, write_safetensors

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.core.config import ConfigError, parse_config
+from dflash_tui.core.config import ConfigError
+from dflash_tui.core.config_parse import parse_config
 
 GOOD = """[console]
 hf_endpoint = "https://hf-mirror.example.org"

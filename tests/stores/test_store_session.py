@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from tests.stores.s3env import S3Env
 from tests.waiting import async_wait_until
 

@@ -7,7 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from dflash_tui.core.config import RunConfig, parse_config
+from dflash_tui.core.config import RunConfig
+from dflash_tui.core.config_parse import parse_config
 from dflash_tui.core.schemas import RESULTS as RESULTS_SCHEMA
 from dflash_tui.core.state import open_state
 from dflash_tui.evals.discovery.sweep import SCAN_SCRIPT, CheckpointWatcher, Listing, parse_scan

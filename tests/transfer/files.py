@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer import open_transfer_state
 from tests.testbed import SshdHost

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.cli import main
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.transfer import relay, trace
 from dflash_tui.transfer.endpoints import Endpoint
 from dflash_tui.transfer.hosts.leg_procs import printf_escaped, speculate, start_early

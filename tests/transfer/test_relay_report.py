@@ -7,7 +7,7 @@ import re
 
 from dflash_tui.cli import main
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.core.units import size
 from tests.transfer.files import random_file
 

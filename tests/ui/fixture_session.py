@@ -14,7 +14,8 @@ from typing import Any
 
 from dflash_tui.console.events import JobsChanged, LeaderboardChanged
 from dflash_tui.console.transfers import TransferView
-from dflash_tui.core.config import Config, parse_config
+from dflash_tui.core.config import Config
+from dflash_tui.core.config_parse import parse_config
 from dflash_tui.evals.jobs.job import Job
 from dflash_tui.evals.results.leaderboard import Leaderboard, Row, legend
 from dflash_tui.evals.results.progress import MetricSeries, Point, RunProgress

@@ -76,7 +76,7 @@ async def test_the_demo_evaluates_its_baseline_once_its_eval_assets_exist() -> N
 
     from dflash_tui.commands.demo import evaluate_baseline_when_ready
     from dflash_tui.console.session import ConsoleSession
-    from dflash_tui.core.config import parse_config
+    from dflash_tui.core.config_parse import parse_config
 
     config = parse_config(
         CONFIG_TEXT

@@ -17,7 +17,7 @@ from pathlib import Path
 from textual.widgets import Static
 
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.demo import assets as demo_assets
 from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.evals.jobs.preflight import REFUSED

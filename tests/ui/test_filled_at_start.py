@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.results.schema import validate_results
 from dflash_tui.evals.results.store import ResultsStore

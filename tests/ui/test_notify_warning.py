@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.ui.app import DflashApp
 from tests.testbed import SshdHost
 from tests.waiting import pilot_until

@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from dflash_tui.console.keymap import ACTIONS
-from dflash_tui.core.config import parse_config
+from dflash_tui.core.config_parse import parse_config
 from dflash_tui.monitor.tau import TauEstimate
 from dflash_tui.ui.panes.header import HeaderBar
 from dflash_tui.ui.panes.jobs import JobsPane

@@ -16,7 +16,7 @@ import pytest
 from textual.widgets import Input, Static
 
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.ui.app import DflashApp
 from dflash_tui.ui.screens.relay_form import RelayForm
 from tests.waiting import pilot_until

@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from dflash_tui.console.events import AlertRaised
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import parse_metrics_url
+from dflash_tui.core.config_parse import parse_metrics_url
 from dflash_tui.monitor.history import History, LazySeries, Trend
 from dflash_tui.monitor.lines import clean_line, split_lines
 from dflash_tui.monitor.metrics import MetricParser

@@ -4,16 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 from typing import Any
 
-from dflash_tui.commands import CommandError
-from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
-from dflash_tui.commands.output import add_json_flag, print_json
+from dflash_tui.commands._common import add_target_args, eval_context, follow_job, run_job_command
+from dflash_tui.commands.output import add_json_flag
 from dflash_tui.evals.jobs.benchjobs import ENGINES, BenchOptions
-from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
-from dflash_tui.evals.jobs.preflight import REFUSED
+from dflash_tui.evals.jobs.job import DONE, Job
 from dflash_tui.evals.results.served.board import format_speedup, format_tau, format_tok_s
 from dflash_tui.evals.results.served.store import ServedStore
 
@@ -31,10 +27,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "against the suite first, as for an eval. Exit 0 once started (with --wait: once "
         "done and collected), 1 if it failed, 2 for bad usage or a refused drafter.",
     )
-    p.add_argument("checkpoint", metavar="CHECKPOINT")
-    p.add_argument("suite", metavar="SUITE")
-    p.add_argument("--host", help="run on this host instead of the suite's (same cache path)")
-    p.add_argument("--gpu", help="GPU index(es) for CUDA_VISIBLE_DEVICES (default: a free one)")
+    add_target_args(p)
     p.add_argument("--engine", choices=ENGINES, default="vllm")
     p.add_argument("--k", type=int, help="draft tokens per step (default: block size - 1)")
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
@@ -45,7 +38,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
-async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+async def _bench(args: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     options = BenchOptions(
         engine=args.engine,
         k=args.k,
@@ -55,19 +48,9 @@ async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     )
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
-        progress = JobProgress(quiet=args.json)
         job = await manager.start_bench(args.checkpoint, args.suite, options, args.host, args.gpu)
-        if not job.terminal:
-            try:
-                job = await manager.wait(job.id, started_only=not args.wait, on_change=progress)
-            finally:
-                progress.close()
-        out: dict[str, Any] = {"job": job.as_dict()}
+        job, out = await follow_job(manager, job, to_end=args.wait, quiet=args.json)
         if job.state == DONE:
-            report = await manager.collect([job.id])
-            out["collect"] = report.as_dict()
-            for where, reason in report.rejected:
-                print(f"warning: {where} rejected: {reason}", file=sys.stderr)
             job = manager.job(job.id)  # collected: its result_dir names the stored bench
             out["job"] = job.as_dict()
             store = ServedStore(ctx.config.console.results_dir, manager.conn)
@@ -76,14 +59,10 @@ async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                 for r in store.results(job.suite)
                 if r.checkpoint == job.checkpoint and r.dir == job.result_dir
             ]
-        code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
-        if job.error and job.error.startswith(REFUSED):
-            code = 2
-        return code, out
+        return job, out
 
 
 def _print(out: dict[str, Any]) -> None:
-    print_job_head(out["job"])
     for row in out.get("served", []):
         details = row.get("details", {})
         within = details.get("tau_within_max_tokens")
@@ -96,11 +75,4 @@ def _print(out: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.gpu is not None and not args.gpu.replace(",", "").isdigit():
-        raise CommandError(f"--gpu expects GPU indices such as 0 or 0,1; got {args.gpu!r}", 2)
-    code, out = asyncio.run(_bench(args))
-    if args.json:
-        print_json(out)
-    else:
-        _print(out)
-    return code
+    return run_job_command(args, _bench, _print)

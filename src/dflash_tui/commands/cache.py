@@ -12,20 +12,19 @@ the same command again resumes it sample by sample.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
 from typing import Any
 
 from dflash_tui.commands import CommandError
-from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
-from dflash_tui.commands.output import add_json_flag, print_json
+from dflash_tui.commands._common import JobProgress, eval_context, run_job_command
+from dflash_tui.commands.output import add_json_flag
 from dflash_tui.evals.jobs.cachejobs import (
     DATASET_NAMES,
     DEFAULT_MAX_NEW_TOKENS,
     DatasetChoice,
     default_max_new_tokens,
 )
-from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
+from dflash_tui.evals.jobs.job import DONE, Job
 from dflash_tui.shipped.cachebuild.cli import dataset_flags_given
 from dflash_tui.shipped.cachebuild.datasets import ZLAB_MAX_NEW_TOKENS
 
@@ -117,7 +116,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     b.set_defaults(handler=run)
 
 
-async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+async def _build(args: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
         progress = JobProgress(quiet=args.json)
@@ -144,9 +143,7 @@ async def _build(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
         if job.state == DONE:
             await manager.collect([job.id])
             job = manager.job(job.id)
-        out: dict[str, Any] = {"job": job.as_dict()}
-        code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
-        return code, out
+        return job, {"job": job.as_dict()}
 
 
 def _dataset(args: argparse.Namespace) -> DatasetChoice | None:
@@ -164,18 +161,10 @@ def _dataset(args: argparse.Namespace) -> DatasetChoice | None:
 
 def _print(out: dict[str, Any]) -> None:
     job = out["job"]
-    print_job_head(job)
     if job["state"] == DONE and job.get("result_dir"):
         print(f"  cache: {job['result_dir']}")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.gpu is not None and not args.gpu.replace(",", "").isdigit():
-        raise CommandError(f"--gpu expects GPU indices such as 0 or 0,1; got {args.gpu!r}", 2)
     _dataset(args)  # usage errors before any connection
-    code, out = asyncio.run(_build(args))
-    if args.json:
-        print_json(out)
-    else:
-        _print(out)
-    return code
+    return run_job_command(args, _build, _print)

@@ -8,7 +8,7 @@ from typing import Any
 
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
 from dflash_tui.console.keymap import check_keymap
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.remote.reachability import HostCheck, check_hosts
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dflash_tui.commands import CommandError
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.demo.assets import NO_TORCH, torch_available
 from dflash_tui.demo.cluster import DemoCluster
 from dflash_tui.remote.pool import HostPool

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 from typing import Any
 
-from dflash_tui.commands import CommandError
-from dflash_tui.commands._common import JobProgress, eval_context, print_job_head
-from dflash_tui.commands.output import add_json_flag, print_json
+from dflash_tui.commands._common import add_target_args, eval_context, follow_job, run_job_command
+from dflash_tui.commands.output import add_json_flag
 from dflash_tui.core.config import SLIDING_MODES
-from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
-from dflash_tui.evals.jobs.preflight import REFUSED
+from dflash_tui.evals.jobs.job import DONE, Job
 from dflash_tui.evals.results.leaderboard import build_leaderboard, format_metric, format_ratio
 from dflash_tui.evals.results.semantics import describe
 
@@ -31,10 +27,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "Exit 0 once started (with --wait: once done), 1 if it failed or a host is down, 2 for "
         "bad usage or a drafter refused by that check.",
     )
-    p.add_argument("checkpoint", metavar="CHECKPOINT")
-    p.add_argument("suite", metavar="SUITE")
-    p.add_argument("--host", help="run on this host instead of the suite's (same cache path)")
-    p.add_argument("--gpu", help="GPU index(es) for CUDA_VISIBLE_DEVICES (default: a free one)")
+    add_target_args(p)
     p.add_argument(
         "--sliding",
         choices=SLIDING_MODES,
@@ -48,24 +41,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(handler=run)
 
 
-async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+async def _eval(args: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
-        progress = JobProgress(quiet=args.json)
         job = await manager.start_eval(
             args.checkpoint, args.suite, args.host, args.gpu, args.sliding
         )
-        if not job.terminal:  # a refused job is printed once, below, with its reasons
-            try:
-                job = await manager.wait(job.id, started_only=not args.wait, on_change=progress)
-            finally:
-                progress.close()
-        out: dict[str, Any] = {"job": job.as_dict()}
+        job, out = await follow_job(manager, job, to_end=args.wait, quiet=args.json)
         if job.state == DONE:
-            report = await manager.collect([job.id])
-            out["collect"] = report.as_dict()
-            for where, reason in report.rejected:
-                print(f"warning: {where} rejected: {reason}", file=sys.stderr)
             board = build_leaderboard(ctx.config, manager.results, job.suite)
             row = next((r for r in board.rows if r.job_id == job.id), None) or next(
                 (r for r in board.rows if r.checkpoint == job.checkpoint), None
@@ -74,14 +57,10 @@ async def _eval(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                 out["result"] = row.as_dict(board.baseline)
                 out["result"]["attention_record"] = dict(row.result.attention or {})
                 out["baseline"] = board.baseline
-        code = 0 if job.state in (DONE, RUNNING, STARTING) else 1
-        if job.error and job.error.startswith(REFUSED):
-            code = 2  # the drafter does not fit the suite: the input is wrong, nothing ran
-        return code, out
+        return job, out
 
 
 def _print(out: dict[str, Any]) -> None:
-    print_job_head(out["job"])
     result = out.get("result")
     if result:
         baseline = out.get("baseline")
@@ -106,11 +85,4 @@ def _print(out: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.gpu is not None and not args.gpu.replace(",", "").isdigit():
-        raise CommandError(f"--gpu expects GPU indices such as 0 or 0,1; got {args.gpu!r}", 2)
-    code, out = asyncio.run(_eval(args))
-    if args.json:
-        print_json(out)
-    else:
-        _print(out)
-    return code
+    return run_job_command(args, _eval, _print)

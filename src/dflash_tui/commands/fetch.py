@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import print_json
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.core.units import plural, size, size_pair
 from dflash_tui.remote.pool import HostPool
 

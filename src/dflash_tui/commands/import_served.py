@@ -18,7 +18,7 @@ from typing import Any
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import add_json_flag, format_table, print_json
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.discovery.targets import configured_checkpoints
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.results.leaderboard import leaderboard_suites

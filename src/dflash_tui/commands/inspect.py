@@ -16,7 +16,7 @@ from dflash_tui.checkpoints import (
 )
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.core.units import count, plural, size
 from dflash_tui.remote.pool import HostPool
 

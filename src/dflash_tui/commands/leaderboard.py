@@ -15,7 +15,7 @@ from dflash_tui.commands.output import (
     print_json,
     terminal_width,
 )
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.evals.jobs.manager import open_eval_state
 from dflash_tui.evals.results.leaderboard import (
     ALL_ANCHORS,

@@ -8,7 +8,7 @@ import time
 
 from dflash_tui.checkpoints import Found, locate
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.core.units import size
 from dflash_tui.remote.pool import HostPool
 

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from dflash_tui.commands import CommandError
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 
 if TYPE_CHECKING:  # loaded when the command runs: `logs --help` starts without asyncssh
     from dflash_tui.monitor.backlog import Backlog

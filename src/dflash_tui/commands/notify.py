@@ -13,7 +13,7 @@ import sqlite3
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import add_json_flag, print_json
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.notify import Notifier, NotifyStore, NotifyUnavailable
 
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from dflash_tui.commands import CommandError
 from dflash_tui.commands.output import print_json, print_table
-from dflash_tui.core.config import Config, load_config
+from dflash_tui.core.config import Config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.core.units import plural, rate, size, size_pair
 from dflash_tui.transfer import trace
 from dflash_tui.transfer.events import (

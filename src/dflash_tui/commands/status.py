@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 
 if TYPE_CHECKING:  # loaded when the command runs: `status --help` starts without asyncssh
     from dflash_tui.monitor import MonitorSnapshot, RunView

@@ -10,9 +10,9 @@ from typing import Any
 from dflash_tui.commands import CommandError
 from dflash_tui.commands._common import eval_context
 from dflash_tui.commands.output import add_json_flag, print_json, print_table
-from dflash_tui.evals.discovery.sweep import SweepItem, SweepReport, start_sweep
 from dflash_tui.evals.discovery.targets import TargetError
 from dflash_tui.evals.jobs.job import DONE
+from dflash_tui.evals.jobs.sweeps import SweepItem, SweepReport, start_sweep
 from dflash_tui.remote.errors import RemoteError
 
 COLUMNS = [

@@ -8,7 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from dflash_tui.commands import CommandError
-from dflash_tui.core.config import Config, load_config
+from dflash_tui.core.config import Config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.remote.known_hosts import (
     append_known_host,
     has_known_key,

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dflash_tui.console.keymap import check_keymap
-from dflash_tui.core.config import Config, load_config
+from dflash_tui.core.config import Config
+from dflash_tui.core.config_parse import load_config
 
 if TYPE_CHECKING:
     from dflash_tui.console.session import ConsoleSession

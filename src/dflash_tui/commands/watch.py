@@ -20,7 +20,8 @@ import time
 
 from dflash_tui.commands import CommandError
 from dflash_tui.console.session import ConsoleSession
-from dflash_tui.core.config import Config, load_config
+from dflash_tui.core.config import Config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import HostReachabilityChanged, RunStateChanged
 from dflash_tui.notify import Notice, NotifyUnavailable, Outcome, redact_url

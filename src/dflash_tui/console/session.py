@@ -63,10 +63,10 @@ from dflash_tui.remote.pool import HostPool
 
 if TYPE_CHECKING:  # evals and stores are imported when first used: a console without them starts
     from dflash_tui.console.notifications import NoticeCallback, SessionNotifications
-    from dflash_tui.evals.discovery.sweep import AutoEval
     from dflash_tui.evals.discovery.targets import CheckpointRef
     from dflash_tui.evals.jobs.job import Job
     from dflash_tui.evals.jobs.manager import JobManager
+    from dflash_tui.evals.jobs.sweeps import AutoEval
     from dflash_tui.evals.results.leaderboard import Leaderboard
     from dflash_tui.evals.results.progress import RunProgress
     from dflash_tui.evals.results.served.board import ServedSection
@@ -215,8 +215,8 @@ class ConsoleSession:
 
     def _start_evals(self) -> None:
         try:
-            from dflash_tui.evals.discovery.sweep import AutoEval
             from dflash_tui.evals.jobs.manager import JobManager
+            from dflash_tui.evals.jobs.sweeps import AutoEval
 
             manager = JobManager(self.config, self.pool, self._state_db(), self.clock)
         except (OSError, sqlite3.Error, ImportError) as exc:
@@ -582,7 +582,7 @@ class ConsoleSession:
         sweep, manager = self._sweep, self._manager
         if sweep is None or manager is None:
             return frozenset()
-        from dflash_tui.evals.discovery.sweep import already_handled
+        from dflash_tui.evals.jobs.sweeps import already_handled
 
         try:
             jobs = manager.jobs()

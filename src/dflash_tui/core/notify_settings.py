@@ -13,7 +13,7 @@ these URLs only: nothing else in hosts.toml is expanded. The templates are what 
 kept; the expanded URL, which may hold a token, lives only for the time of a send.
 
 This module reads the table into plain values and problems `(key, message)`; it
-imports nothing else of ours and lives in core/ so the config loader (core/config.py)
+imports nothing else of ours and lives in core/ so the config loader (core/config_parse.py)
 can call it and turn the problems into its own file:line:key errors. Sending is
 `dflash_tui.notify`'s.
 """

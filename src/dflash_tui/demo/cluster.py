@@ -459,7 +459,7 @@ def demo_config_text(
         stall = "\nstall_after_s = 60" if run.mode == "stalled" else ""
         if run.mode == "healthy" and run.checkpoints:
             stall += f'\ncheckpoints = "workspace/checkpoints/{run.name}/step-*"'
-            # Every new checkpoint is evaluated as the trainer writes it (evals.discovery.sweep.AutoEval).
+            # Every new checkpoint is evaluated as the trainer writes it (evals.jobs.sweeps.AutoEval).
             stall += f'\nauto_eval = ["{demo_assets.SUITE_NAME}"]\nmax_parallel = 1'
         run_tables.append(
             f'[[runs]]\nname = "{run.name}"\nhost = "trainbox"\nlog = "workspace/train_{run.name}.log"\n'

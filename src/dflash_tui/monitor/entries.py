@@ -12,7 +12,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from dflash_tui.core.config import RunConfig
 from dflash_tui.monitor.history import History, HistorySeries, LazySeries
@@ -24,9 +23,6 @@ from dflash_tui.monitor.served_metrics import EndpointReader, metrics_series
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailNotice
 from dflash_tui.monitor.trackers.feed import TrackerFeed
 from dflash_tui.monitor.views import HostView, LogLine, MonitorEvent, RunView
-
-if TYPE_CHECKING:
-    from dflash_tui.monitor.monitor import Monitor
 
 SERIES_REFRESH_S = 1.0
 """Plot columns are rebuilt at most this often per run (10k points take ~15 ms)."""
@@ -214,11 +210,16 @@ class HostEntry:
 
 
 class EventStream:
-    """Monitor events as an async iterator (for plain asyncio callers); close() unsubscribes."""
+    """Monitor events as an async iterator (for plain asyncio callers); close() unsubscribes.
 
-    def __init__(self, monitor: Monitor) -> None:
+    `subscribe` is `Monitor.subscribe`: it takes a callback and returns the unsubscribe.
+    """
+
+    def __init__(
+        self, subscribe: Callable[[Callable[[MonitorEvent], None]], Callable[[], None]]
+    ) -> None:
         self._queue: asyncio.Queue[MonitorEvent] = asyncio.Queue()
-        self._unsubscribe = monitor.subscribe(self._queue.put_nowait)
+        self._unsubscribe = subscribe(self._queue.put_nowait)
 
     def close(self) -> None:
         self._unsubscribe()

@@ -249,7 +249,7 @@ class Monitor:
 
     def events(self) -> EventStream:
         """An async iterator of events (`with monitor.events() as ev: async for e in ev`)."""
-        return EventStream(self)
+        return EventStream(self.subscribe)
 
     async def wait_for(self, predicate: Callable[[Monitor], bool], timeout_s: float) -> bool:
         """Wait until `predicate(self)` holds (checked after each event); False on timeout."""

@@ -42,21 +42,15 @@ spell at once.
 
 from __future__ import annotations
 
-import asyncio
 import binascii
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from dflash_tui.core.tasks import cancel_and_wait
+from dflash_tui.monitor.follow_stream import FrameError, StreamFollower, TailNotice
 from dflash_tui.monitor.lines import LineSplitter, RawLine, clean_line
 from dflash_tui.remote.command import shell_script
-from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
-
-HEARTBEAT_MAX_S = 6
-"""Seconds between heartbeats of a quiet log at most (was a fixed 2 s)."""
 
 TAIL_MARKER = "dflash-tui-tail"
 """`$0` of the remote script: liveness probes skip processes of sessions led by it."""
@@ -212,15 +206,6 @@ class TailLine:
 
 
 @dataclass(frozen=True)
-class TailNotice:
-    """Something the reader of a log should know: connected, disconnected, rotated, ..."""
-
-    kind: str
-    detail: str
-    at: float
-
-
-@dataclass(frozen=True)
 class TailBatch:
     """Lines and notices since the previous batch, and where a new tail would resume."""
 
@@ -232,7 +217,7 @@ class TailBatch:
     formed_at: float = 0.0
 
 
-class _Desync(Exception):
+class _Desync(FrameError):
     """The stream no longer matches our position; restart it from the last complete line."""
 
 
@@ -320,12 +305,16 @@ class _Reader:
             )
 
 
-class LogTail:
+class LogTail(StreamFollower[TailBatch]):
     """Follow `path` on `host` from `start`, across any number of reconnects.
 
     Use as `async with LogTail(pool, host, path, start) as tail: async for batch in tail`.
-    Closing it (leaving the block, or `aclose()`) stops the remote script.
+    Closing it (leaving the block, or `aclose()`) stops the remote script. The loop
+    (reconnects, silence, batches) is `monitor/follow_stream.py`'s; this reads frames.
     """
+
+    what = "tail"
+    ended = "the remote tail ended"
 
     def __init__(
         self,
@@ -343,36 +332,19 @@ class LogTail:
         gather_s: float = 0.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.pool = pool
-        self.host = host
-        self.path = path
+        super().__init__(pool, host, path, batch_s=batch_s, silence_s=silence_s, clock=clock)
         self.poll_s = poll_s
         self.notify = notify
-        self.batch_s = batch_s
-        self.silence_s = silence_s
-        # A quiet log's heartbeat: four within the silence that means a dead link, at
-        # most every 6 s (each one is an SSH packet the console decrypts and reads).
-        self.heartbeat_s = max(1, min(HEARTBEAT_MAX_S, int(silence_s / 4)))
         self.max_buffered_lines = max_buffered_lines
         self.max_frame_bytes = max_frame_bytes
         self.gather_s = gather_s
-        self.clock = clock
-        self._watch: SilenceWatch | None = None
         start = start or LogPosition()
         self._resume = start
         self._position = start
         self._lines: list[TailLine] = []
-        self._notices: list[TailNotice] = []
-        self._wakeup = asyncio.Event()
-        self._drained = asyncio.Event()
-        self._drained.set()
-        self._last_batch = 0.0
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
         self._missing = False
-        self.connected = False
-        self.error: str | None = None
-        self.connects = 0
+        self._reader = _Reader(self, start.file_id, LineSplitter(start.offset))
+        self._buf = bytearray()
 
     # ------------------------------------------------------------------ public
 
@@ -399,57 +371,51 @@ class LogTail:
         if self._watch is not None:
             self._watch.interrupt()
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"tail:{self.host}:{self.path}"
-            )
-            self._task.add_done_callback(lambda _: self._wakeup.set())
+    # ------------------------------------------------------------------ the follower's parts
 
-    async def aclose(self) -> None:
-        """Stop following; the remote script's process group is killed."""
-        self._closed = True
-        self._wakeup.set()
-        await cancel_and_wait([self._task])
+    def has_news(self) -> bool:
+        return bool(self._lines or self._notices)
 
-    async def __aenter__(self) -> LogTail:
-        self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    def __aiter__(self) -> LogTail:
-        return self
-
-    async def __anext__(self) -> TailBatch:
-        self.start()
-        while True:
-            if self._closed:
-                raise StopAsyncIteration
-            if self._lines or self._notices:
-                wait = self._last_batch + self.batch_s - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                return self._take()
-            assert self._task is not None
-            if self._task.done():
-                failed = None if self._task.cancelled() else self._task.exception()
-                if failed is not None:
-                    raise failed
-                raise StopAsyncIteration
-            self._wakeup.clear()
-            await self._wakeup.wait()
-
-    # ------------------------------------------------------------------ internals
-
-    def _take(self) -> TailBatch:
+    def take(self, formed_at: float) -> TailBatch:
         lines, self._lines = self._lines, []
         notices, self._notices = self._notices, []
         self._position = self._resume
-        self._last_batch = time.monotonic()
         self._drained.set()
-        return TailBatch(tuple(lines), tuple(notices), self._position, self._last_batch)
+        return TailBatch(tuple(lines), tuple(notices), self._position, formed_at)
+
+    def connect(self) -> list[str]:
+        pos = self._resume
+        self._reader = _Reader(self, pos.file_id, LineSplitter(pos.offset))
+        self._reader.splitter.reset(pos.offset, pos.tail)
+        self._buf = bytearray()
+        return self._argv(pos)
+
+    def got_going(self) -> bool:
+        return self._reader.started
+
+    def lost_notice(self, reason: str) -> str:
+        return f"lost the tail of {self.path}: {reason}"
+
+    def feed(self, chunk: bytes) -> None:
+        """Hand each complete line of the script's output to the reader; keep the rest."""
+        reader, buf = self._reader, self._buf
+        buf += chunk
+        pos = 0
+        while True:
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                break
+            line = bytes(buf[pos:nl])
+            pos = nl + 1
+            if reader.expect is not None:
+                reader.data(line)
+            else:
+                reader.control(line)
+        del buf[:pos]
+        if reader.expect is None and len(buf) > 4096:
+            raise _Desync(f"unexpected output {bytes(buf[:60])!r}")
+
+    # ------------------------------------------------------------------ for the reader
 
     def push(self, lines: list[TailLine]) -> None:
         """Lines the reader decoded: buffered for the next batch."""
@@ -457,7 +423,7 @@ class LogTail:
         self._resume = lines[-1].position
         if len(self._lines) >= self.max_buffered_lines:
             self._drained.clear()
-        self._wakeup.set()
+        self.wake()
 
     def set_missing(self, missing: bool) -> None:
         """The reader saw the file missing (True) or present (False)."""
@@ -466,11 +432,6 @@ class LogTail:
     def restart_at(self, position: LogPosition) -> None:
         """Where a new connection starts reading (the reader saw a new file or a cut)."""
         self._resume = position
-
-    def notice(self, kind: str, detail: str) -> None:
-        """Something the tail's consumer should be told (reconnected, rotated, ...)."""
-        self._notices.append(TailNotice(kind, detail, self.clock()))
-        self._wakeup.set()
 
     def _argv(self, pos: LogPosition) -> list[str]:
         # shell_script's argv with `$0` set to the marker the liveness probe looks for.
@@ -488,141 +449,3 @@ class LogTail:
         )
         argv[3] = TAIL_MARKER
         return argv
-
-    async def _run(self) -> None:
-        failures = 0
-        restarted = False  # the last stream was ended on purpose (new settings)
-        while not self._closed:
-            pos = self._resume
-            reader = _Reader(self, pos.file_id, LineSplitter(pos.offset))
-            reader.splitter.reset(pos.offset, pos.tail)
-            reason = "the remote tail ended"
-            try:
-                async with self.pool.stream(self.host, self._argv(pos)) as stream:
-                    self.connects += 1
-                    self.connected = True
-                    self.error = None
-                    if self.connects > 1 and not restarted:
-                        self.notice("connected", f"reconnected to {self.host}")
-                    restarted = False
-                    await self._pump(stream, reader)
-            except RestartStream:
-                restarted = True
-                self.connected = False
-                continue
-            except RemoteError as exc:
-                reason = exc.message
-            except _Desync as exc:
-                reason = f"resyncing: {exc}"
-            except (asyncio.TimeoutError, OSError, EOFError) as exc:
-                reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # asyncssh read errors: reconnect
-                reason = f"{type(exc).__name__}: {exc}"
-            was_connected = self.connected
-            self.connected = False
-            self.error = reason
-            if was_connected and not self._closed:
-                self.notice("disconnected", f"lost the tail of {self.path}: {reason}")
-            # A stream that got going was cut off: resume at once. One that never
-            # started (script failing, host refusing) backs off; the pool adds its
-            # own backoff for connection failures.
-            failures = 0 if reader.started else failures + 1
-            await asyncio.sleep(0.05 if failures == 0 else min(5.0, 0.1 * 2 ** min(failures, 6)))
-
-    async def _pump(self, stream: object, reader: _Reader) -> None:
-        out = stream.stdout  # type: ignore[attr-defined]  # an asyncssh SSHClientProcess
-        buf = bytearray()
-        with SilenceWatch(self.silence_s) as watch:
-            self._watch = watch
-            try:
-                while not self._closed:
-                    if not self._drained.is_set():
-                        await self._drained.wait()
-                    chunk = await watch.read(out, 1 << 18)
-                    if not chunk:
-                        return
-                    self._take_frames(reader, buf, chunk)
-            finally:
-                self._watch = None
-
-    def _take_frames(self, reader: _Reader, buf: bytearray, chunk: bytes) -> None:
-        """Hand each complete line of the script's output to `reader`; keep the rest."""
-        buf += chunk
-        pos = 0
-        while True:
-            nl = buf.find(b"\n", pos)
-            if nl < 0:
-                break
-            line = bytes(buf[pos:nl])
-            pos = nl + 1
-            if reader.expect is not None:
-                reader.data(line)
-            else:
-                reader.control(line)
-        del buf[:pos]
-        if reader.expect is None and len(buf) > 4096:
-            raise _Desync(f"unexpected output {bytes(buf[:60])!r}")
-
-
-class SilenceWatch:
-    """Ends a read that waited `silence_s` with no byte (a dead link the keepalive missed).
-
-    One timer for the whole stream, re-armed lazily, instead of `wait_for` per
-    read: that made a task and a timer for every chunk, a few per log line.
-    Only time spent inside `read` counts (not waiting for the consumer).
-    """
-
-    def __init__(self, silence_s: float) -> None:
-        self.silence_s = silence_s
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
-        self._reading_since: float | None = None
-        self._fired = False
-        self._interrupted = False
-        self._timer: asyncio.TimerHandle | None = None
-
-    def __enter__(self) -> SilenceWatch:
-        self._timer = self._loop.call_later(self.silence_s, self._check)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def interrupt(self) -> None:
-        """End the stream now (at the current read, or the next one) with `RestartStream`."""
-        self._interrupted = True
-        if self._reading_since is not None and self._task is not None:
-            self._task.cancel()
-
-    def _check(self) -> None:
-        since, now = self._reading_since, self._loop.time()
-        if since is not None and now - since >= self.silence_s:
-            self._fired = True
-            assert self._task is not None
-            self._task.cancel()
-            return
-        wait = self.silence_s if since is None else self.silence_s - (now - since)
-        self._timer = self._loop.call_later(wait, self._check)
-
-    async def read(self, stream: Any, n: int) -> bytes:
-        """`stream.read(n)`; asyncio.TimeoutError after `silence_s` without data."""
-        if self._interrupted:
-            raise RestartStream
-        self._reading_since = self._loop.time()
-        try:
-            return await stream.read(n)
-        except asyncio.CancelledError:
-            if self._interrupted:
-                raise RestartStream from None
-            if self._fired:
-                raise asyncio.TimeoutError(f"no output for {self.silence_s:g} s") from None
-            raise
-        finally:
-            self._reading_since = None
-
-
-class RestartStream(Exception):
-    """The stream was ended on purpose to start the script again with new settings."""

@@ -21,7 +21,6 @@ from dflash_tui.monitor.trackers.follow import Follower
 from dflash_tui.monitor.trackers.tensorboard import EventsPosition, EventsTail
 from dflash_tui.monitor.trackers.trackio import TrackioTail
 from dflash_tui.monitor.trackers.wandb import WandbTail
-from dflash_tui.monitor.views import TrackerView
 from dflash_tui.remote.pool import HostPool
 
 TRACKER_POLL_S = 1.0
@@ -101,16 +100,7 @@ def tracker_fields(run: RunEntry) -> dict[str, Any]:
         "trainer_tau": tau.value if tau is not None else None,
         "trainer_tau_source": tau.source if tau is not None else None,
         "trainer_tau_step": tau.step if tau is not None else None,
-        "tracker": TrackerView(
-            kind=feed.kind,
-            path=feed.path,
-            status=feed.status,
-            error=feed.error,
-            records=feed.records,
-            scalars=feed.scalars,
-            corrupt=feed.corrupt,
-            names=feed.names(),
-        ),
+        "tracker": feed.view(),
         "acc_per_position_steps": steps or feed.by_position("acc_position"),
         "eval_acc_per_position_steps": feed.by_position("eval_acc_position"),
     }

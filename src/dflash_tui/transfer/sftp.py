@@ -18,6 +18,7 @@ import contextlib
 import posixpath
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
 from dflash_tui.transfer.endpoints import Endpoint
@@ -34,7 +35,8 @@ CONCURRENCY = 32
 T = TypeVar("T")
 
 
-def _asyncssh():  # type: ignore[no-untyped-def]  # the module, loaded with the pool
+def asyncssh_module() -> ModuleType:
+    """The asyncssh module (its SFTPError, Error), imported with the pool on first use."""
     from dflash_tui.remote.pool import asyncssh
 
     return asyncssh
@@ -46,7 +48,7 @@ def lost(label: str, exc: BaseException) -> ConnectionLost:
 
 def is_transport_error(exc: BaseException) -> bool:
     """A broken link (retried), as opposed to an SFTP status for one request."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     if isinstance(exc, (ssh.SFTPConnectionLost, ssh.SFTPNoConnection)):
         return True
     return isinstance(exc, (OSError, ssh.Error)) and not isinstance(exc, ssh.SFTPError)
@@ -96,7 +98,7 @@ def _kind(attrs: asyncssh.SFTPAttrs) -> str:
 
 async def _stat(client: asyncssh.SFTPClient, path: str) -> asyncssh.SFTPAttrs | None:
     """Attributes of `path`, symlinks followed; None when nothing (or a broken link) is there."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     try:
         return await client.stat(path)
     except ssh.SFTPNoSuchFile:
@@ -105,7 +107,7 @@ async def _stat(client: asyncssh.SFTPClient, path: str) -> asyncssh.SFTPAttrs | 
 
 async def walk(client: asyncssh.SFTPClient, label: str, src: Endpoint) -> SourceTree:
     """Every directory and regular file under `src` (symlinks followed), as WALK gives."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     try:
         root = await _stat(client, src.path)
     except ssh.SFTPPermissionDenied:
@@ -178,7 +180,7 @@ async def _list(
 ) -> list[tuple[str, asyncssh.SFTPAttrs | None]]:
     """The entries of directory `rel` under `src`: (rel path, attributes with links
     followed, None for a broken link)."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     path = src.join(rel).path if rel else src.path
     try:
         names = await client.readdir(path)
@@ -209,7 +211,7 @@ async def _list(
 
 async def _readable(client: asyncssh.SFTPClient, path: str, shown: str) -> None:
     """Refuse up front a source file that cannot be opened (as WALK's `u` records)."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     try:
         handle = await client.open(path, "rb")
     except ssh.SFTPPermissionDenied:
@@ -220,7 +222,7 @@ async def _readable(client: asyncssh.SFTPClient, path: str, shown: str) -> None:
 
 
 async def _lexists(client: asyncssh.SFTPClient, path: str) -> bool:
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     try:
         await client.lstat(path)
     except ssh.SFTPError as exc:
@@ -271,7 +273,7 @@ def _bind_list(
     client: asyncssh.SFTPClient, folder: str
 ) -> Callable[[], Awaitable[dict[str, asyncssh.SFTPAttrs] | None]]:
     async def call() -> dict[str, asyncssh.SFTPAttrs] | None:
-        ssh = _asyncssh()
+        ssh = asyncssh_module()
         try:
             names = await client.readdir(folder)
         except ssh.SFTPError as exc:
@@ -290,7 +292,7 @@ def _inspector(client: asyncssh.SFTPClient, path: str) -> Callable[[], Awaitable
 
 
 async def _inspect_one(client: asyncssh.SFTPClient, path: str) -> PathState:
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     try:
         attrs = await client.stat(path)
     except ssh.SFTPPermissionDenied:
@@ -306,7 +308,7 @@ async def _inspect_one(client: asyncssh.SFTPClient, path: str) -> PathState:
 async def free_bytes(client: asyncssh.SFTPClient, path: str) -> tuple[int | None, str]:
     """Bytes free for an unprivileged writer where `path` will be, and the deepest
     existing directory at or above it (where it was measured), as FREE_KIB gives."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     where = path
     while True:
         attrs = await _stat(client, where) if where else None
@@ -326,7 +328,7 @@ async def free_bytes(client: asyncssh.SFTPClient, path: str) -> tuple[int | None
 
 async def make_dirs(client: asyncssh.SFTPClient, label: str, dirs: Sequence[str]) -> None:
     """`mkdir -p` for each of `dirs`: parents first, each level's in flight at once."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     wanted: set[str] = set()
     for d in dirs:
         path = d.rstrip("/") or "/"
@@ -360,7 +362,7 @@ def _bind(fn: Callable[[str], Awaitable[None]], arg: str) -> Callable[[], Awaita
 
 async def touch(client: asyncssh.SFTPClient, label: str, parts: Sequence[str]) -> None:
     """Create each NAME.part that is not there yet (existing ones are kept for resume)."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
 
     async def one(path: str) -> None:
         try:
@@ -377,7 +379,7 @@ async def finish(
     client: asyncssh.SFTPClient, label: str, part: str, final: str, mode: int, *, force: bool
 ) -> None:
     """Give `part` its mode and final name, as FINISH does (see rename)."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     try:
         await client.chmod(part, mode)
     except ssh.SFTPError as exc:
@@ -392,7 +394,7 @@ async def rename(
     """Move `part` to `final`: never over a file that appeared meanwhile unless `force`
     (OpenSSH's SFTP rename is a hard link, then an unlink: it fails when the new name
     exists), never over a directory."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     where = f"{label}:{final}"
     try:
         if force:
@@ -420,7 +422,7 @@ async def rename(
 
 async def remove(client: asyncssh.SFTPClient, paths: Sequence[str]) -> None:
     """Remove each path that is there (what is missing already is fine)."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
 
     async def one(path: str) -> None:
         try:
@@ -434,7 +436,7 @@ async def remove(client: asyncssh.SFTPClient, paths: Sequence[str]) -> None:
 
 def error_for(where: str, exc: BaseException, what: str) -> TransferError:
     """The TransferError for one failed SFTP request, worded as the shell path words it."""
-    ssh = _asyncssh()
+    ssh = asyncssh_module()
     if isinstance(exc, ssh.SFTPPermissionDenied):
         return TransferError(f"{where}: permission denied while {what}", kind="permission")
     if isinstance(exc, ssh.SFTPNoSuchFile):

@@ -60,6 +60,7 @@ from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_split, want
 from dflash_tui.ui.screens.progress import ProgressScreen
 from dflash_tui.ui.textual_private import UncaughtErrorHook, exiting
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
+from dflash_tui.ui.transfer_actions import TransferActions
 
 # Each frame Textual paints renders every widget that the changed regions touch (about
 # 40 ms at 160x48 on a small VM), so all that the core pushes reaches the screen on one
@@ -71,7 +72,7 @@ NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
 
-class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, App[int]):
+class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, TransferActions, App[int]):
     """The console. `session` supplies snapshots and takes intents; see the module docstring."""
 
     CSS_PATH = "app.tcss"
@@ -137,7 +138,11 @@ class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, App[int])
 
     def get_default_screen(self) -> Screen:
         width, height = self.size
-        return MainScreen(wide=wants_wide(width, height), split=wants_split(width, height))
+        return MainScreen(
+            wide=wants_wide(width, height),
+            split=wants_split(width, height),
+            when_ready=self.main_screen_ready,
+        )
 
     def on_mount(self) -> None:
         self.theme = THEME_NAME

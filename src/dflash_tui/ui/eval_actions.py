@@ -1,13 +1,13 @@
-"""The App's actions on evals, jobs and relays: evaluate a leaderboard row, make it the
-baseline, the next suite, its per-task results, the progress screen, cancel a job,
-the relay form. A mixin of the App (`ui/app.py`), which keeps the wiring: what the
-session's events mark and how panes are filled.
+"""The App's actions on evals and jobs: evaluate a leaderboard row, make it the
+baseline, the next suite, its per-task results, the progress screen, cancel a job.
+A mixin of the App (`ui/app.py`), which keeps the wiring: what the session's events
+mark and how panes are filled. The relay form's are in `ui/transfer_actions.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.css.query import NoMatches
@@ -16,14 +16,12 @@ from dflash_tui.ui.panes.jobs import JobsPane
 from dflash_tui.ui.panes.leaderboard import LeaderboardPane
 from dflash_tui.ui.screens.confirm import ConfirmScreen
 from dflash_tui.ui.screens.progress import ProgressScreen
-from dflash_tui.ui.screens.relay_form import RelayForm
 from dflash_tui.ui.screens.tasks import TasksScreen
 
 if TYPE_CHECKING:
     from textual.app import App
 
     from dflash_tui.console.session import SessionAPI
-    from dflash_tui.core.config import Config
     from dflash_tui.evals.discovery.targets import CheckpointRef
     from dflash_tui.ui.screens.main import MainScreen
 
@@ -33,26 +31,28 @@ else:
 
 
 class EvalActions(_AppBase):
-    """`e`, `S`, `b`, `s`, `enter` on the leaderboard, `p`, `x` and `t` (`console/keymap.py`)."""
+    """`e`, `S`, `b`, `s`, `enter` on the leaderboard, `p` and `x` (`console/keymap.py`)."""
 
     if TYPE_CHECKING:
         session: SessionAPI
-        config: Config
         selected_run: str | None
         suite_index: int
-        _dirty_transfers: bool
-        _dirty_evals: bool
 
         @property
         def main(self) -> MainScreen: ...
         def fill_leaderboard(self) -> None: ...
         def fill_progress(self) -> None: ...
 
-    def action_evaluate(self) -> None:
+    def _leaderboard_selection(self) -> tuple[Any, Any] | None:
+        """The leaderboard's selected row and its board; None while either is missing."""
         pane = self.main.query_one(LeaderboardPane)
         row, board = pane.selected_row, pane.board
-        if row is None or board is None:
+        return None if row is None or board is None else (row, board)
+
+    def action_evaluate(self) -> None:
+        if (selected := self._leaderboard_selection()) is None:
             return
+        row, board = selected
         self.start_eval(row.ref or row.checkpoint, row.checkpoint, board.suite)
 
     @work(group="eval", exit_on_error=False)
@@ -66,10 +66,9 @@ class EvalActions(_AppBase):
         self.notify(f"eval of {name} on {suite} queued as job {job.id}", timeout=6)
 
     def action_serve_bench(self) -> None:
-        pane = self.main.query_one(LeaderboardPane)
-        row, board = pane.selected_row, pane.board
-        if row is None or board is None:
+        if (selected := self._leaderboard_selection()) is None:
             return
+        row, board = selected
         target, suite = row.ref or row.checkpoint, board.suite
         question = f"Start a served bench of {row.checkpoint} on {suite} (an engine on its host)?"
 
@@ -88,10 +87,9 @@ class EvalActions(_AppBase):
         self.notify(f"served bench on {suite}: job {job.id}, {job.describe()}", timeout=8)
 
     def action_mark_baseline(self) -> None:
-        pane = self.main.query_one(LeaderboardPane)
-        row, board = pane.selected_row, pane.board
-        if row is None or board is None:
+        if (selected := self._leaderboard_selection()) is None:
             return
+        row, board = selected
         self.session.set_baseline(board.suite, row.checkpoint)
         self.notify(f"{row.checkpoint} is now the baseline of {board.suite}", timeout=4)
 
@@ -100,10 +98,9 @@ class EvalActions(_AppBase):
         self.fill_leaderboard()
 
     def action_open_tasks(self) -> None:
-        pane = self.main.query_one(LeaderboardPane)
-        row, board = pane.selected_row, pane.board
-        if row is None or board is None:
+        if (selected := self._leaderboard_selection()) is None:
             return
+        row, board = selected
         detailed = self.session.leaderboard(board.suite, tasks=True)
         if detailed is not None:
             self.push_screen(TasksScreen(detailed, row.checkpoint, row.attention))
@@ -151,21 +148,3 @@ class EvalActions(_AppBase):
     async def cancel_job(self, job_id: str) -> None:
         job = await self.session.cancel_job(job_id)
         self.notify(f"job {job.id}: {job.describe()}", timeout=6)
-
-    def action_open_relay_form(self) -> None:
-        def started(words: tuple[str, str] | None) -> None:
-            if words is not None:
-                self.start_relay(*words)
-
-        form = RelayForm(
-            list(self.config.hosts), self.session.complete_path, stores=list(self.config.stores)
-        )  # the form keeps its own listings; the session bounds the sessions per host
-        self.push_screen(form, started)
-
-    @work(group="transfer", exit_on_error=False)
-    async def start_relay(self, src: str, dst: str) -> None:
-        self.notify(f"relay {src} -> {dst} started", timeout=4)
-        self._dirty_transfers = True
-        self._dirty_evals = True
-        transfer_id = await self.session.relay(src, dst)
-        self.notify(f"relay {src} -> {dst} done, verified ({transfer_id})", timeout=8)

@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor.trackers import ScalarBatch
 from dflash_tui.monitor.trackers.tensorboard import EventsPosition, EventsTail
 from dflash_tui.remote import HostPool

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tui.cli import main
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor import Monitor, MonitorOptions
 from dflash_tui.remote import HostPool
 from tests.monitor.trackers.writers import record_ends, specforge_scalars, write_events

@@ -6,7 +6,7 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor.trackers import ScalarBatch
 from dflash_tui.monitor.trackers.feed import TrackerFeed
 from dflash_tui.monitor.trackers.trackio import TrackioTail

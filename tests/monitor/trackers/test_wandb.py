@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from dflash_tui.core.config import load_config
+from dflash_tui.core.config_parse import load_config
 from dflash_tui.monitor import Monitor, MonitorOptions
 from dflash_tui.remote import HostPool
 from tests.monitor.trackers.writers import wandb_offline_run

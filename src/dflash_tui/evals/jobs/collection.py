@@ -9,25 +9,41 @@ reason in `collect_error` and is not tried again.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from dflash_tui.core.config import Config
 from dflash_tui.evals.jobs import job as J
-from dflash_tui.evals.jobs.backends import LOG_FILE, RESULTS_FILE
+from dflash_tui.evals.jobs.backends import LOG_FILE, RESULTS_FILE, JobBackend
 from dflash_tui.evals.jobs.benchjobs import SERVED_FILE
-from dflash_tui.evals.jobs.job import Job
+from dflash_tui.evals.jobs.job import Job, JobStore
 from dflash_tui.evals.results.collect import CollectReport
 from dflash_tui.evals.results.schema import SchemaError, parse_results
 from dflash_tui.evals.results.served import dflash_served
 from dflash_tui.evals.results.served.record import ServedFormatError
 from dflash_tui.evals.results.served.store import ServedStore
+from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.remote.errors import RemoteError
 
-if TYPE_CHECKING:
-    from dflash_tui.evals.jobs.manager import JobManager
+
+@dataclass(frozen=True)
+class CollectContext:
+    """What collecting needs of the job manager (`JobManager.collect` hands it over):
+    its stores and clock, each host's backend, and `update`, the one way a job's
+    record changes (it tells the manager's listeners)."""
+
+    config: Config
+    store: JobStore
+    results: ResultsStore
+    conn: sqlite3.Connection
+    clock: Callable[[], float]
+    backend: Callable[[str], JobBackend]
+    update: Callable[..., Job]
 
 
-async def collect_jobs(manager: JobManager, wanted: set[str] | None) -> CollectReport:
+async def collect_jobs(manager: CollectContext, wanted: set[str] | None) -> CollectReport:
     """Pull every finished, uncollected job's results (only `wanted` ids when given)."""
     report = CollectReport()
     for job in manager.store.list([J.DONE]):
@@ -35,7 +51,7 @@ async def collect_jobs(manager: JobManager, wanted: set[str] | None) -> CollectR
             continue
         if job.kind == J.CACHE_BUILD:  # nothing to pull: the cache stays on its host
             cache = next((s.cache for s in manager.config.suites if s.name == job.suite), "")
-            manager._update(job.id, collected_at=manager.clock(), result_dir=f"{job.host}:{cache}")
+            manager.update(job.id, collected_at=manager.clock(), result_dir=f"{job.host}:{cache}")
         elif job.kind == J.BENCH:
             await _collect_bench(manager, job, report)
         else:
@@ -43,12 +59,12 @@ async def collect_jobs(manager: JobManager, wanted: set[str] | None) -> CollectR
     return report
 
 
-def _refuse(manager: JobManager, job: Job, report: CollectReport, where: str, why: str) -> None:
+def _refuse(manager: CollectContext, job: Job, report: CollectReport, where: str, why: str) -> None:
     report.rejected.append((where, why))
-    manager._update(job.id, collect_error=why)
+    manager.update(job.id, collect_error=why)
 
 
-async def _collect_bench(manager: JobManager, job: Job, report: CollectReport) -> None:
+async def _collect_bench(manager: CollectContext, job: Job, report: CollectReport) -> None:
     where = f"{job.host}:{job.remote_dir}/{SERVED_FILE}"
     try:
         raw = await manager.backend(job.host).read_file(job, SERVED_FILE)
@@ -73,12 +89,10 @@ async def _collect_bench(manager: JobManager, job: Job, report: CollectReport) -
         now=manager.clock(),
     )
     report.served.append(outcome.dir)
-    manager._update(
-        job.id, collected_at=manager.clock(), result_dir=outcome.dir, collect_error=None
-    )
+    manager.update(job.id, collected_at=manager.clock(), result_dir=outcome.dir, collect_error=None)
 
 
-async def _collect_eval(manager: JobManager, job: Job, report: CollectReport) -> None:
+async def _collect_eval(manager: CollectContext, job: Job, report: CollectReport) -> None:
     backend = manager.backend(job.host)
     where = f"{job.host}:{job.remote_dir}/{RESULTS_FILE}"
     try:
@@ -116,7 +130,7 @@ async def _collect_eval(manager: JobManager, job: Job, report: CollectReport) ->
     )
     if stored is None:
         report.skipped += 1
-        manager._update(job.id, collected_at=manager.clock(), collect_error=None)
+        manager.update(job.id, collected_at=manager.clock(), collect_error=None)
         return
     report.stored.append(stored)
-    manager._update(job.id, collected_at=manager.clock(), result_dir=stored.dir, collect_error=None)
+    manager.update(job.id, collected_at=manager.clock(), result_dir=stored.dir, collect_error=None)

@@ -52,7 +52,7 @@ from dflash_tui.evals.jobs.cachejobs import (
     plan_cache_build,
     upload_prompts,
 )
-from dflash_tui.evals.jobs.collection import collect_jobs
+from dflash_tui.evals.jobs.collection import CollectContext, collect_jobs
 from dflash_tui.evals.jobs.harness_args import check_suite_on_host, eval_args
 from dflash_tui.evals.jobs.install import HarnessUploader, cachebuild_dir, servedbench_dir
 from dflash_tui.evals.jobs.job import Job, JobError, JobStore, JobUpdated, new_job_id
@@ -776,7 +776,10 @@ class JobManager:
 
     async def collect(self, job_ids: Iterable[str] | None = None) -> CollectReport:
         """Pull finished jobs' results and logs into the results store (evals/jobs/collection.py)."""
-        return await collect_jobs(self, set(job_ids) if job_ids is not None else None)
+        context = CollectContext(
+            self.config, self.store, self.results, self.conn, self.clock, self.backend, self._update
+        )
+        return await collect_jobs(context, set(job_ids) if job_ids is not None else None)
 
     # ------------------------------------------------------------------ shutdown
 

@@ -149,7 +149,7 @@ class ResultsStore:
             "collected_at": collected_at,
             **(meta or {}),
         }
-        _write_folder(final, {RESULTS_NAME: raw, META_NAME: _json(info), LOG_NAME: log})
+        write_folder(final, {RESULTS_NAME: raw, META_NAME: _json(info), LOG_NAME: log})
         try:
             cur = self.conn.execute(
                 """INSERT INTO results (suite, checkpoint, job_id, source, origin, sha256, step, run,
@@ -232,7 +232,7 @@ def _json(value: Any) -> bytes:
     return (json.dumps(value, indent=1, sort_keys=True) + "\n").encode()
 
 
-def _write_folder(final: Path, files: Mapping[str, bytes | None]) -> None:
+def write_folder(final: Path, files: Mapping[str, bytes | None]) -> None:
     """Write `files` into a temporary sibling folder, fsync, then rename it to `final`."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent))

@@ -18,6 +18,7 @@ from dflash_tui.monitor.metrics import Metrics
 from dflash_tui.monitor.tail import TailNotice
 from dflash_tui.monitor.trackers import Scalar, ScalarBatch
 from dflash_tui.monitor.trackers.names import meaning
+from dflash_tui.monitor.views import TrackerView
 
 POSITION_STEPS_KEPT = 8
 POINTS_PER_NAME = 2000
@@ -152,17 +153,10 @@ class TrackerFeed:
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self.series))
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "path": self.path,
-            "status": self.status,
-            "error": self.error,
-            "records": self.records,
-            "scalars": self.scalars,
-            "corrupt": self.corrupt,
-            "names": list(self.names()),
-        }
+    def view(self) -> TrackerView:
+        """What a run's view shows of the tracker (its `as_dict` is the JSON form)."""
+        counts = (self.records, self.scalars, self.corrupt)
+        return TrackerView(self.kind, self.path, self.status, self.error, *counts, self.names())
 
 
 def _step_metrics(step: int, wall: float | None, values: dict[str, float]) -> Metrics:

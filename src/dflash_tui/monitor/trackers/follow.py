@@ -21,22 +21,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dflash_tui.core.tasks import cancel_and_wait
-from dflash_tui.monitor.tail import RestartStream, SilenceWatch, TailNotice
+from dflash_tui.monitor.follow_stream import FrameError, StreamFollower
 from dflash_tui.monitor.trackers import Scalar, ScalarBatch
-from dflash_tui.remote.errors import RemoteError
 from dflash_tui.remote.pool import HostPool
 
 TRACKER_MARKER = "dflash-tui-tail"
 """`$0` of the remote scripts: the liveness probe skips their sessions (as a log tail's)."""
 
 
-class FrameError(Exception):
-    """The script's output does not match what the reader expects: reconnect and resume."""
+class Follower(StreamFollower[ScalarBatch]):
+    """Follow one tracker on `host` across any number of reconnects (`async for batch in f`).
 
-
-class Follower:
-    """Follow one tracker on `host` across any number of reconnects (`async for batch in f`)."""
+    The loop (reconnects, silence, batches) is `monitor/follow_stream.py`'s; a reader
+    subclasses this with its script (`argv`) and its frames (`begin`, `line`).
+    """
 
     what = "tracker"
 
@@ -52,30 +50,17 @@ class Follower:
         batch_s: float = 0.1,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.pool = pool
-        self.host = host
-        self.path = path
+        super().__init__(pool, host, path, batch_s=batch_s, silence_s=silence_s, clock=clock)
         self.position = position
         self.poll_s = poll_s
-        self.silence_s = silence_s
-        self.heartbeat_s = max(1, min(6, int(silence_s / 4)))
-        self.batch_s = batch_s
-        self.clock = clock
-        self.connects = 0
-        self.connected = False
-        self.error: str | None = None
         self.records = 0
         self.corrupt = 0
         self._scalars: list[Scalar] = []
-        self._notices: list[TailNotice] = []
         self._records = 0
         self._corrupt = 0
         self._caught_up = False
         self._started_frame = False
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
-        self._last_batch = 0.0
+        self._buf = bytearray()
 
     # ------------------------------------------------------------------ for subclasses
 
@@ -93,65 +78,23 @@ class Follower:
         self._records += records
         self.records += records
         self.position = position
-        self._wakeup.set()
+        self.wake()
 
     def _bad(self, count: int = 1) -> None:
         self._corrupt += count
         self.corrupt += count
 
     def _notice(self, kind: str, detail: str) -> None:
-        self._notices.append(TailNotice(kind, detail, self.clock()))
-        self._wakeup.set()
+        self.notice(kind, detail)
 
     def _idle(self) -> None:
         self._caught_up = True
-        self._wakeup.set()
+        self.wake()
 
     def _started(self) -> None:
         self._started_frame = True
 
     # ------------------------------------------------------------------ public
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"{self.what}:{self.host}:{self.path}"
-            )
-            self._task.add_done_callback(lambda _: self._wakeup.set())
-
-    async def aclose(self) -> None:
-        """Stop following; the remote script's process group is killed."""
-        self._closed = True
-        self._wakeup.set()
-        await cancel_and_wait([self._task])
-
-    async def __aenter__(self) -> Follower:
-        self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    def __aiter__(self) -> Follower:
-        return self
-
-    async def __anext__(self) -> ScalarBatch:
-        self.start()
-        while True:
-            if self._closed:
-                raise StopAsyncIteration
-            if self._scalars or self._notices or self._caught_up or self._records:
-                wait = self._last_batch + self.batch_s - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                return self._take()
-            assert self._task is not None
-            if self._task.done():
-                if not self._task.cancelled() and self._task.exception() is not None:
-                    raise self._task.exception()  # type: ignore[misc]  # not None: checked
-                raise StopAsyncIteration
-            self._wakeup.clear()
-            await self._wakeup.wait()
 
     async def read_once(self, timeout_s: float | None = None) -> list[ScalarBatch]:
         """Everything written so far (until the script first catches up), then stop."""
@@ -169,9 +112,12 @@ class Follower:
             await self.aclose()
         return batches
 
-    # ------------------------------------------------------------------ internals
+    # ------------------------------------------------------------------ the follower's parts
 
-    def _take(self) -> ScalarBatch:
+    def has_news(self) -> bool:
+        return bool(self._scalars or self._notices or self._caught_up or self._records)
+
+    def take(self, formed_at: float) -> ScalarBatch:
         batch = ScalarBatch(
             tuple(self._scalars),
             tuple(self._notices),
@@ -183,56 +129,26 @@ class Follower:
         self._scalars, self._notices = [], []
         self._records = self._corrupt = 0
         self._caught_up = False
-        self._last_batch = time.monotonic()
         return batch
 
-    async def _run(self) -> None:
-        failures = 0
-        while not self._closed:
-            self._started_frame = False
-            self.begin()
-            reason = "the remote script ended"
-            try:
-                async with self.pool.stream(self.host, self.argv()) as stream:
-                    self.connects += 1
-                    self.connected, self.error = True, None
-                    if self.connects > 1:
-                        self._notice("connected", f"reconnected to {self.host}")
-                    await self._pump(stream)
-            except RestartStream:
-                continue
-            except RemoteError as exc:
-                reason = exc.message
-            except FrameError as exc:
-                reason = f"resyncing: {exc}"
-            except (asyncio.TimeoutError, OSError, EOFError) as exc:
-                reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # asyncssh read errors: reconnect
-                reason = f"{type(exc).__name__}: {exc}"
-            was = self.connected
-            self.connected, self.error = False, reason
-            if was and not self._closed:
-                self._notice("disconnected", f"lost {self.what} {self.path}: {reason}")
-            failures = 0 if self._started_frame else failures + 1
-            await asyncio.sleep(0.05 if failures == 0 else min(5.0, 0.1 * 2 ** min(failures, 6)))
+    def connect(self) -> list[str]:
+        self._started_frame = False
+        self.begin()
+        self._buf = bytearray()
+        return self.argv()
 
-    async def _pump(self, stream: Any) -> None:
-        out = stream.stdout
-        buf = bytearray()
-        with SilenceWatch(self.silence_s) as watch:
-            while not self._closed:
-                chunk = await watch.read(out, 1 << 18)
-                if not chunk:
-                    return
-                buf += chunk
-                pos = 0
-                while (nl := buf.find(b"\n", pos)) >= 0:
-                    line = bytes(buf[pos:nl])
-                    pos = nl + 1
-                    if line != b"K":
-                        self.line(line)
-                del buf[:pos]
-                if len(buf) > (8 << 20):
-                    raise FrameError(f"a line longer than 8 MiB: {bytes(buf[:60])!r}")
+    def got_going(self) -> bool:
+        return self._started_frame
+
+    def feed(self, chunk: bytes) -> None:
+        buf = self._buf
+        buf += chunk
+        pos = 0
+        while (nl := buf.find(b"\n", pos)) >= 0:
+            line = bytes(buf[pos:nl])
+            pos = nl + 1
+            if line != b"K":
+                self.line(line)
+        del buf[:pos]
+        if len(buf) > (8 << 20):
+            raise FrameError(f"a line longer than 8 MiB: {bytes(buf[:60])!r}")

@@ -31,9 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_tui.monitor.follow_stream import FrameError
 from dflash_tui.monitor.trackers import Scalar
 from dflash_tui.monitor.trackers.events import event_decoder
-from dflash_tui.monitor.trackers.follow import TRACKER_MARKER, Follower, FrameError
+from dflash_tui.monitor.trackers.follow import TRACKER_MARKER, Follower
 from dflash_tui.monitor.trackers.tfrecord import RecordSplitter, masked_crc
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.pool import HostPool

@@ -28,8 +28,9 @@ import math
 from datetime import datetime
 from typing import Any
 
+from dflash_tui.monitor.follow_stream import FrameError
 from dflash_tui.monitor.trackers import Scalar
-from dflash_tui.monitor.trackers.follow import TRACKER_MARKER, Follower, FrameError
+from dflash_tui.monitor.trackers.follow import TRACKER_MARKER, Follower
 from dflash_tui.remote.pool import HostPool
 
 TRACKIO_SCRIPT = f"""# {TRACKER_MARKER}: follow one run's rows in a trackio database.

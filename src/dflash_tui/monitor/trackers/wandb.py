@@ -37,7 +37,8 @@ import posixpath
 from typing import Any
 
 from dflash_tui.core.config import wandb_files
-from dflash_tui.monitor.trackers.follow import TRACKER_MARKER, Follower, FrameError
+from dflash_tui.monitor.follow_stream import FrameError
+from dflash_tui.monitor.trackers.follow import TRACKER_MARKER, Follower
 from dflash_tui.monitor.trackers.trackio import row_scalars
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.pool import HostPool

@@ -10,9 +10,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 bad input.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from ..common.cli import (
     pick_device,
     positive,
     run_guarded,
+    run_interruptible,
 )
 from .datasets import DATASETS, ZLAB_MAX_NEW_TOKENS, Selection
 from .errors import RunFailure
@@ -132,24 +131,15 @@ def dataset_usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _interrupt_on_term(*_: object) -> None:
-    raise KeyboardInterrupt  # `dflash-tui cancel` sends SIGTERM: leave no .part file behind
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the build; returns the exit code (the caller exits with it)."""
+    """Run the build; returns the exit code (the caller exits with it). `dflash-tui cancel`
+    sends SIGTERM: the build stops as interrupted and leaves no .part file behind."""
     parser = build_parser()
     args = parser.parse_args(argv)
     problem = dataset_usage_problem(args)
     if problem:
         parser.error(problem)
-    if threading.current_thread() is not threading.main_thread():
-        return _run(args)
-    previous = signal.signal(signal.SIGTERM, _interrupt_on_term)
-    try:
-        return _run(args)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return run_interruptible(_run, args)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -128,6 +130,23 @@ def run_guarded(
         traceback.print_exc()
         return fail(RunFailure(f"internal error: {type(exc).__name__}: {exc}", hint=internal_hint))
     return None
+
+
+def _interrupt_on_term(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run_interruptible(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """`run(args)` with SIGTERM raised as KeyboardInterrupt, so a program that `dflash-tui
+    cancel` stops ends as interrupted (`run_guarded`): no .part file left, an engine stopped
+    first. Signals are only the main thread's: elsewhere (a test's thread) it just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        return run(args)
+    previous = signal.signal(signal.SIGTERM, _interrupt_on_term)
+    try:
+        return run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def fail(exc: ShippedError) -> int:

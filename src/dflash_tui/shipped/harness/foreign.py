@@ -51,7 +51,7 @@ import torch
 from .arrow import read_dataset_columns
 from .cache import Manifest, SampleSpec
 from .errors import InputError, Problems
-from .tensors import DTYPE_NAMES, FLOAT_WEIGHTS, INTEGERS, TensorFile, _pt_refusal
+from .tensors import DTYPE_NAMES, FLOAT_WEIGHTS, INTEGERS, TensorFile, pt_refusal
 
 SPECFORGE = "specforge"
 SPECULATORS = "speculators"
@@ -107,7 +107,7 @@ def load_ckpt(path: Path, what: str = "SpecForge sample") -> dict[str, Any]:
             obj = _load_mapped(path)
     except pickle.UnpicklingError as exc:
         raise InputError(
-            f"{what}: refusing {path}: {_pt_refusal(exc)}",
+            f"{what}: refusing {path}: {pt_refusal(exc)}",
             hint="cache files are loaded only with torch.load(weights_only=True): a dict of "
             "plain tensors, as the tools that write them do",
         ) from None

@@ -39,7 +39,7 @@ DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
 INTEGERS = ("I64", "I32", "I16", "I8", "U8")
 
 
-def _pt_refusal(exc: BaseException) -> str:
+def pt_refusal(exc: BaseException) -> str:
     """The one useful line of torch's long weights_only refusal (e.g. the unsupported global)."""
     text = str(exc)
     match = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
@@ -95,7 +95,7 @@ class TensorFile:
             obj = torch.load(str(self.path), map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as exc:
             raise InputError(
-                f"{self.what}: refusing {self.path}: {_pt_refusal(exc)}",
+                f"{self.what}: refusing {self.path}: {pt_refusal(exc)}",
                 hint="it is loaded only with torch.load(weights_only=True); save a dict of "
                 "plain tensors (torch.save({'input_ids': ..., ...})) or use safetensors",
             ) from None

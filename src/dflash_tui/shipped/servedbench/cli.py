@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..common.cli import emit, fail, positive, run_guarded
+from ..common.cli import emit, fail, positive, run_guarded, run_interruptible
 from ..common.errors import InputError
 from .prompts import draft_length, target_of
 from .run import Options, run
@@ -51,19 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _interrupt_on_term(*_: object) -> None:
-    raise KeyboardInterrupt  # `dflash-tui cancel` sends SIGTERM: the engine is stopped first
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if threading.current_thread() is not threading.main_thread():
-        return _run(args)
-    previous = signal.signal(signal.SIGTERM, _interrupt_on_term)
-    try:
-        return _run(args)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    """Run the bench; the exit code. `dflash-tui cancel` sends SIGTERM: the bench stops as
+    interrupted, the engine stopped first."""
+    return run_interruptible(_run, build_parser().parse_args(argv))
 
 
 def _run(args: argparse.Namespace) -> int:

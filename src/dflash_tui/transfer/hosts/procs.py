@@ -176,7 +176,7 @@ class _Report:
 
 
 async def _work() -> None:
-    from dflash_tui.core.config import load_config
+    from dflash_tui.core.config_parse import load_config
     from dflash_tui.core.tasks import run_all
     from dflash_tui.remote.pool import HostPool
     from dflash_tui.transfer.hosts.streams import StreamWorker

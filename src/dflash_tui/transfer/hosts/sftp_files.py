@@ -63,7 +63,7 @@ def fits(size: int) -> bool:
 
 async def sha256_of(side: Side, client: asyncssh.SFTPClient, path: str) -> str:
     """The sha256 of a small file on `side`, read over SFTP."""
-    ssh = sftp._asyncssh()
+    ssh = sftp.asyncssh_module()
     digest = hashlib.sha256()
     async with sftp.guard(side):
         try:
@@ -117,7 +117,7 @@ class SftpMover:
         """One file in few round trips: both handles opened at once, the source read,
         NAME.part written and read back through one handle, its mode set and both
         handles closed at once, then the rename."""
-        ssh = sftp._asyncssh()
+        ssh = sftp.asyncssh_module()
         src_sha = hashlib.sha256()
         dst_sha = hashlib.sha256()
         async with sftp.guard(self.src), sftp.guard(self.dst):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.style import Style
 from rich.text import Text
@@ -26,6 +26,9 @@ from dflash_tui.monitor.liveness import RunState
 from dflash_tui.monitor.views import HostView, RunView
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.panes.base import PaneMixin, same_text
+
+if TYPE_CHECKING:
+    from dflash_tui.evals.jobs.job import Job
 
 FRESH_PROBE_S = 10  # a probe younger than this reads "<10s ago": it is current
 
@@ -48,7 +51,7 @@ def gpu_name(name: str) -> str:
     return name.removeprefix("NVIDIA ").strip()
 
 
-def owner_of(proc: GpuProcess, host: str, runs: Sequence[RunView], jobs: Sequence[Any]) -> str:
+def owner_of(proc: GpuProcess, host: str, runs: Sequence[RunView], jobs: Sequence[Job]) -> str:
     """Who a GPU process belongs to: a run of this host (its pid or session is one of the
     run's processes'), a job here, named by its kind (`eval ab12`, `bench`, `cache`:
     the job's pid, a session leader, is the process or its session),
@@ -60,9 +63,8 @@ def owner_of(proc: GpuProcess, host: str, runs: Sequence[RunView], jobs: Sequenc
             if proc.pid == p.pid or (proc.sid is not None and proc.sid in (p.sid, p.pid)):
                 return run.name
     for job in jobs:
-        pid = getattr(job, "pid", None)
-        if getattr(job, "host", None) == host and pid and pid in (proc.pid, proc.sid):
-            return f"{getattr(job, 'kind', 'job')} {str(job.id)[-4:]}"  # eval, bench, cache
+        if job.host == host and job.pid and job.pid in (proc.pid, proc.sid):
+            return f"{job.kind} {job.id[-4:]}"  # eval, bench, cache
     word = proc.command.split(None, 1)[0] if proc.command else "?"
     return word.rsplit("/", 1)[-1][:20]
 
@@ -94,7 +96,7 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         super().__init__(id=id, classes=classes)
         self._hosts: tuple[HostView, ...] = ()
         self._runs: tuple[RunView, ...] = ()
-        self._jobs: tuple[Any, ...] = ()  # evals.jobs.job.Job: owners of GPU processes
+        self._jobs: tuple[Job, ...] = ()  # owners of GPU processes
         self._stores: tuple[Any, ...] = ()  # transfer.s3.probe.StoreCheck
         self._now = 0.0
         self._width = 0
@@ -119,7 +121,7 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
         runs: Sequence[RunView],
         now: float,
         stores: Sequence[Any] = (),
-        jobs: Sequence[Any] = (),
+        jobs: Sequence[Job] = (),
     ) -> None:
         self._hosts, self._runs, self._now = tuple(hosts), tuple(runs), now
         self._stores = tuple(stores)

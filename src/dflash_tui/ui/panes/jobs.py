@@ -97,14 +97,7 @@ def fitting_columns(widths: list[int], room: int) -> list[int]:
 
 class JobsPane(PaneMixin, VerticalScroll):
     pane_name = "jobs"
-    COMPONENT_CLASSES = {
-        "jobs--running",
-        "jobs--done",
-        "jobs--failed",
-        "jobs--stalled",
-        "jobs--dim",
-        "jobs--heading",
-    }
+    COMPONENT_CLASSES = JobsTable.COMPONENT_CLASSES | {"jobs--heading"}
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -12,7 +12,7 @@ filter, tab), so a recompose loses nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -60,8 +60,17 @@ class MainScreen(Guarded, Screen[None]):
     BINDINGS = actions.bindings(actions.MAIN)
     screen_name = actions.MAIN
 
-    def __init__(self, *, wide: bool, split: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        wide: bool,
+        split: bool = False,
+        when_ready: Callable[[MainScreen], None] | None = None,
+    ) -> None:
+        """`when_ready(screen)` once the screen is composed and mounted: the App fills every
+        pane then, before the first frame (`DflashApp.main_screen_ready`)."""
         super().__init__()
+        self.when_ready = when_ready
         self.set_layout(wide, split)
 
     def set_layout(self, wide: bool, split: bool) -> None:
@@ -103,9 +112,8 @@ class MainScreen(Guarded, Screen[None]):
 
     def on_mount(self) -> None:
         """Composed: the App fills every pane at once, so the first frame shows the runs."""
-        fill = getattr(self.app, "main_screen_ready", None)
-        if fill is not None:
-            fill(self)
+        if self.when_ready is not None:
+            self.when_ready(self)
 
     def on_screen_resume(self) -> None:
         """Back from a modal or another screen: panes that missed updates ask to be refilled."""

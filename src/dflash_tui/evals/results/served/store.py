@@ -23,7 +23,7 @@ from dflash_tui.core.schemas import SERVED as SCHEMA
 from dflash_tui.core.state import apply_schema
 from dflash_tui.evals.discovery.targets import safe_name
 from dflash_tui.evals.results.served.record import ServedEntry, ServedReport
-from dflash_tui.evals.results.store import _write_folder
+from dflash_tui.evals.results.store import write_folder
 
 META_NAME = "meta.json"
 
@@ -128,7 +128,7 @@ class ServedStore:
             "entries": [e.as_dict() for e in report.entries],
         }
         name = safe_name(source.name)
-        _write_folder(
+        write_folder(
             self.root / rel,
             {name: data, META_NAME: (json.dumps(meta, indent=1) + "\n").encode()},
         )
