@@ -72,6 +72,9 @@ class ConsoleConfig:
     keepalive_s: float = 15.0
     stall_after_s: float = 300.0
     hf_endpoint: str | None = None  # a Hugging Face Hub mirror for `fetch hf:...`
+    # served tau under this fraction of the drafter's offline tau_greedy: an alert
+    # (docs/monitoring.md "A served drafter that collapsed")
+    collapse_fraction: float = 0.6
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class RunConfig:
     trackio: str | None = None
     trackio_run: str | None = None
     wandb: str | None = None
+    drafter: str | None = None  # the checkpoint a server runs, where its argv does not say
 
     @property
     def tracker(self) -> tuple[str, str] | None:
@@ -507,6 +511,7 @@ _CONSOLE_KEYS = (
     "keepalive_s",
     "stall_after_s",
     "hf_endpoint",
+    "collapse_fraction",
 )
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile")
 _HOST_KEYS = (
@@ -544,6 +549,7 @@ _RUN_KEYS = (
     "trackio",
     "trackio_run",
     "wandb",
+    "drafter",
 )
 _CHECKPOINT_KEYS = ("name", "host", "path", "baseline", "step", "run")
 _SUITE_KEYS = (
@@ -582,7 +588,12 @@ def _console(ch: _Checker, raw: Mapping[str, Any], base: Path) -> ConsoleConfig:
         keepalive_s=_get(ch, raw, "keepalive_s", w, "float", 15.0, _positive),
         stall_after_s=_get(ch, raw, "stall_after_s", w, "float", 300.0, _positive),
         hf_endpoint=_get(ch, raw, "hf_endpoint", w, "str", None, _http_url),
+        collapse_fraction=_get(ch, raw, "collapse_fraction", w, "float", 0.6, _fraction),
     )
+
+
+def _fraction(value: float) -> str | None:
+    return None if 0 < value < 1 else "must be between 0 and 1 (0.6: 60% of tau_greedy)"
 
 
 def _http_url(value: str) -> str | None:
@@ -752,6 +763,7 @@ def _run(ch: _Checker, where: str, t: Mapping[str, Any]) -> RunConfig:
         auto_eval=_get(ch, t, "auto_eval", where, "strings", ()),
         max_parallel=_get(ch, t, "max_parallel", where, "int", 1, _positive),
         metrics=_metrics_endpoint(ch, where, t),
+        drafter=_get(ch, t, "drafter", where, "str", None, _non_empty),
     )
 
 
