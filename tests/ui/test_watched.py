@@ -123,9 +123,9 @@ async def test_a_key_after_a_blur_is_someone_watching(make_app) -> None:
 
 
 def test_tmux_answers() -> None:
-    assert parse_answer("1 1 1\n") == PaneView(visible=True, reports_focus=True)
-    assert parse_answer("0 1 0") == PaneView(visible=False, reports_focus=False)
-    assert parse_answer("1 0 off") == PaneView(visible=False, reports_focus=False)
+    assert parse_answer("1 1\n") == PaneView(visible=True, reports_focus=True)
+    assert parse_answer("0 0") == PaneView(visible=False, reports_focus=False)
+    assert parse_answer("1 off") == PaneView(visible=True, reports_focus=False)
     assert parse_answer("no server running") is None
     assert tmux_pane({"TMUX": "/tmp/tmux-0/default,1,0", "TMUX_PANE": "%3"}) == "%3"
     assert tmux_pane({"TMUX_PANE": "%3"}) is None and tmux_pane({}) is None

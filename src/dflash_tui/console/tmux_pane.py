@@ -4,9 +4,11 @@ only when watched").
 tmux with `focus-events on` tells the pane itself (terminal focus reports, which
 Textual delivers as AppBlur/AppFocus) when its window stops or starts being shown
 and when the last client detaches. Without that option no report comes, so the
-console asks tmux instead, every TMUX_POLL_S: the pane's window is the current one
-of a session that has a client attached. Outside tmux nothing can be known here:
-the terminal's own reports (or none: watched) decide.
+console asks tmux instead, every TMUX_POLL_S, whether the pane's window is the one
+its session shows. A session with no client attached still counts as shown there:
+scripts and tests read detached consoles with `capture-pane`, and an operator who
+wants detaching to stop the painting turns the reports on. Outside tmux nothing
+can be known here: the terminal's own reports (or none: watched) decide.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 TMUX_POLL_S = 5.0
 """How often tmux is asked, only where its focus reports are off (one small process)."""
 ASK_TIMEOUT_S = 3.0
-FORMAT = "#{window_active} #{session_attached} #{focus-events}"
+FORMAT = "#{window_active} #{focus-events}"
 
 
 @dataclass(frozen=True)
@@ -34,10 +36,10 @@ class PaneView:
 def parse_answer(text: str) -> PaneView | None:
     """`FORMAT` as tmux printed it; None if it is not that (an old tmux, an error)."""
     parts = text.split()
-    if len(parts) != 3 or not all(p.isdigit() for p in parts[:2]):
+    if len(parts) != 2 or not parts[0].isdigit():
         return None
-    active, attached, focus_events = parts
-    return PaneView(active == "1" and int(attached) > 0, focus_events in ("1", "on"))
+    active, focus_events = parts
+    return PaneView(active == "1", focus_events in ("1", "on"))
 
 
 def tmux_pane(env: Mapping[str, str] | None = None) -> str | None:
