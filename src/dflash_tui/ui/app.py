@@ -9,9 +9,10 @@ the next beat, and only for panes that are on screen (a hidden pane is
 marked stale and filled when it shows). Ages tick every `refresh_s` without
 asking the core for anything new. While nobody watches (the terminal's focus
 reports, or tmux: `console.tmux_pane`) the beat stops and nothing is painted;
-the session runs on, and the first beat back paints everything current in one
-frame (docs/console.md "Painting only when watched"). UI state that outlives a layout change
-(selected run, follow, filter, active tab) lives here, not in the panes.
+the session runs on, and coming back paints everything current in one frame at
+once, not on the next beat (docs/console.md "Painting only when watched"). UI
+state that outlives a layout change (selected run, follow, filter, active tab)
+lives here, not in the panes.
 """
 
 from __future__ import annotations
