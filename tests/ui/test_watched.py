@@ -59,6 +59,29 @@ async def test_unwatched_fills_nothing_and_focus_paints_all_of_it_at_once(make_a
         assert texts(pane) == before + [f"unwatched line {i}" for i in range(30)]
         assert session.line_reads == reads + 1
         assert table.row_renders > renders
+        assert app.focused is table  # Textual's own rule, kept: the focus comes back
+
+
+async def test_focus_comes_back_without_restyling_every_node(make_app) -> None:
+    """Textual restyles the whole screen on each AppBlur/AppFocus (for `App:blur`
+    selectors the console has none of); ui/textual_private.py `LightAppFocus` does not."""
+    session = FixtureSession()
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.screen.query_one(RunsTable)
+        await settled(pilot, lambda: table.row_renders, what="the runs table's first rows")
+        restyled: list[object] = []
+        update = app.update_styles
+
+        def counting(node: object = None, animate: bool = True) -> None:
+            restyled.append(node)
+            update(node, animate=animate)  # type: ignore[arg-type]
+
+        app.update_styles = counting  # type: ignore[method-assign]
+        await blur(app, pilot)
+        assert app.focused is None
+        await focus(app, pilot)
+        assert app.focused is table and app.screen not in restyled
 
 
 async def test_a_blur_focus_cycle_loses_and_repeats_no_line(make_app) -> None:

@@ -64,7 +64,7 @@ from dflash_tui.ui.screens.help import HelpScreen
 from dflash_tui.ui.screens.log_full import LogScreen
 from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_split, wants_wide
 from dflash_tui.ui.screens.progress import ProgressScreen
-from dflash_tui.ui.textual_private import UncaughtErrorHook, exiting
+from dflash_tui.ui.textual_private import LightAppFocus, UncaughtErrorHook, exiting
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 
 # Each frame Textual paints renders every widget that the changed regions touch (about
@@ -77,7 +77,7 @@ NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
 
-class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, App[int]):
+class DflashApp(Guarded, UncaughtErrorHook, LightAppFocus, PlotControls, EvalActions, App[int]):
     """The console. `session` supplies snapshots and takes intents; see the module docstring."""
 
     CSS_PATH = "app.tcss"
