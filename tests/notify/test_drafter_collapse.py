@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tui.console.events import AlertRaised, DrafterCollapsed
+from dflash_tui.console.events import AlertRaised, DrafterCollapsed, Offline
 from dflash_tui.console.session import ConsoleSession
 from dflash_tui.core.config import load_config
 from dflash_tui.evals.jobs.manager import open_eval_state
@@ -31,6 +31,7 @@ from dflash_tui.evals.results.schema import validate_results
 from dflash_tui.evals.results.store import ResultsStore
 from dflash_tui.monitor import MonitorOptions
 from tests.evals.served_bed import MAX_NEW, PROMPTS, STANDIN, Models, models  # noqa: F401 - a fixture
+from tests.notify.fakes import FakeSession, notifications
 from tests.notify.hookserver import HookServer
 from tests.testbed import SshdHost, free_port
 from tests.waiting import async_wait_until, wait_until
@@ -145,12 +146,15 @@ async def test_a_collapsed_drafter_alerts_once_and_recovers(
         assert healthy is not None and healthy["drafter"] == str(models.drafter)
         assert healthy["checkpoint"] == "tiny-dflash" and healthy["suite"] == "tiny-suite"
         assert healthy["tau_greedy"] == pytest.approx(tau_greedy)
-        assert healthy["live_tau"] > 0.6 * tau_greedy and found() == []
+        assert healthy["live_tau"] > 0.6 * tau_greedy
+        assert [e.collapsed for e in found()] == [False]  # where it stands: no notice
 
         engine.collapse.touch()  # mid-run: the blocks come out garbled from now on
         await window(3)
         await async_wait_until(
-            lambda: found(), "the collapse event", seen=lambda: session.served_drafter("srv")
+            lambda: len(found()) == 2,
+            "the collapse event",
+            seen=lambda: session.served_drafter("srv"),
         )
         await window(3)  # still collapsed: no second alert
         collapsed = session.served_drafter("srv")
@@ -165,7 +169,7 @@ async def test_a_collapsed_drafter_alerts_once_and_recovers(
             await session._notifications.idle()  # nothing more on its way: each sent once
 
         alerts = [e for e in events if isinstance(e, AlertRaised) and "drafter" in e.message]
-        assert [e.collapsed for e in found()] == [True, False]
+        assert [e.collapsed for e in found()] == [False, True, False]
         assert len(alerts) == 1 and alerts[0].ring and alerts[0].subject == "srv"
         got = [m.message for m in hook.received()]
         print("\n\n".join(json.dumps(m.body, indent=1) for m in hook.received()))
@@ -193,3 +197,33 @@ async def test_a_collapsed_drafter_alerts_once_and_recovers(
         assert served["live_tau"] is not None and served["suite"] == "tiny-suite"
     finally:
         await session.stop()
+
+
+async def test_a_console_restarted_while_collapsed_sends_the_recovery(
+    tmp_path: Path, hook: HookServer
+) -> None:
+    """The first process announced the collapse and stopped; the next one first sees the
+    drafter working: that ends the standing condition (once), where a drafter seen fine
+    from the start says nothing."""
+    offline = Offline("tiny-dflash", 3.0, "tiny-suite")
+
+    def event(run: str, tau: float, collapsed: bool) -> DrafterCollapsed:
+        return DrafterCollapsed(run, "a", "/m/d", offline, tau, 300.0, 0.6, collapsed)
+
+    first = FakeSession()
+    notes = notifications(tmp_path, hook, first)
+    first.emit(event("srv", 1.0, True))
+    await async_wait_until(lambda: len(hook.received()) == 1, "the collapse message")
+    await notes.close()
+
+    second = FakeSession()
+    notes = notifications(tmp_path, hook, second)
+    second.emit(event("srv", 3.1, False))  # its first comparison: fine again
+    second.emit(event("other", 3.1, False))  # fine from the start: nothing ended
+    await async_wait_until(lambda: len(hook.received()) == 2, "the recovery message")
+    await notes.idle()
+    got = [m.message.split("\n")[0] for m in hook.received()]
+    assert len(got) == 2 and got[1].startswith(
+        "DRAFTER RECOVERED | host a | run srv | drafter back"
+    )
+    await notes.close()

@@ -85,7 +85,10 @@ def served_drafter_dict(
 
 
 class CollapseWatch:
-    """Once per condition: collapsed, then back (see the module docstring)."""
+    """Once per condition: collapsed, then back (see the module docstring). A run's first
+    comparison is reported either way, so that a condition another process announced
+    (a console restarted meanwhile) can end: the notices send a "back" only for a
+    condition that stands."""
 
     def __init__(self, config: Config, offline: Callable[[str, str], Offline | None]) -> None:
         self.config = config
@@ -94,6 +97,7 @@ class CollapseWatch:
         self._drafters = {r.name: r.drafter for r in config.runs if r.metrics is not None}
         self._down: set[str] = set()
         self._seen: dict[str, int] = {}  # run -> endpoint reports last compared
+        self._compared: set[str] = set()  # runs compared once: the first says where it stands
 
     def watches(self, run: str) -> bool:
         return run in self._drafters
@@ -111,7 +115,9 @@ class CollapseWatch:
         tau = status.recent.tau
         low = tau < self.fraction * offline.tau_greedy
         was = view.name in self._down
-        if low == was:
+        first = view.name not in self._compared
+        self._compared.add(view.name)
+        if low == was and not first:
             return None
         if low:
             self._down.add(view.name)

@@ -98,6 +98,7 @@ class SessionNotifications:
         self._unsubscribe: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._dropped: set[str] = set()  # runs whose served acceptance is down
+        self._collapsed: set[str] = set()  # runs whose served drafter collapsed
         self._announced: set[str] = set()  # event keys this process has handled
         self._down: dict[str, str] = {}  # condition key -> event, as this process saw it
 
@@ -266,7 +267,9 @@ class SessionNotifications:
 
     def _drafter(self, event: DrafterCollapsed) -> None:
         """A served drafter under its fraction of tau_greedy, or back over it."""
+        key = f"drafter:{event.run}"
         if event.collapsed:
+            self._collapsed.add(event.run)
             reason = f"drafter collapsed: {event.versus}"
             details: tuple[str, ...] = (
                 f"under {event.fraction:g} of tau_greedy",
@@ -274,6 +277,9 @@ class SessionNotifications:
                 f"drafter {event.drafter}",
             )
         else:
+            if event.run not in self._collapsed and not self._standing(key):
+                return  # fine when first compared: nothing ended
+            self._collapsed.discard(event.run)
             reason, details = f"drafter back: {event.versus}", (f"drafter {event.drafter}",)
         notice = Notice(
             ev.DRAFTER_COLLAPSE,
@@ -283,7 +289,7 @@ class SessionNotifications:
             details,
             recovery=not event.collapsed,
         )
-        self._submit("alert" if event.collapsed else "recover", f"drafter:{event.run}", notice)
+        self._submit("alert" if event.collapsed else "recover", key, notice)
 
     # ---------------------------------------------------------------- events
 
