@@ -185,6 +185,18 @@ BAD = [
         "runs[0].wandb: one tracker per run: tensorboard and wandb given",
     ),
     (
+        "collapse fraction out of range",
+        "[console]\ncollapse_fraction = 1.5\n",
+        2,
+        "console.collapse_fraction: must be between 0 and 1 (0.6: 60% of tau_greedy)",
+    ),
+    (
+        "empty drafter",
+        "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\nlog = '/l'\ndrafter = ' '\n",
+        6,
+        "runs[0].drafter: must not be empty",
+    ),
+    (
         "trackio-without-run",
         "[hosts.h]\n[[runs]]\nname = 'r'\nhost = 'h'\ntrackio = '/p.db'\n",
         2,

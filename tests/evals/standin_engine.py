@@ -18,6 +18,10 @@ others are ignored) and serves:
 `--fail MODE` makes it fail the way real engines do: `refuse` (exits at start
 refusing the drafter), `oom` (exits at start out of memory), `die` (healthy, then
 exits on the first completion), `nospec` (serves without spec-decode counters).
+`--collapse-file PATH`: while PATH exists the drafter's block comes out garbled (each
+draft token shifted by one in the vocabulary, as a layout mismatch after a conversion
+scrambles it): still verified and counted for real, so acceptance collapses to about
+1.0 in the server's counters while it stays healthy and fast.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--fail")
+    p.add_argument("--collapse-file", type=Path)
     args, _ = p.parse_known_args()
     return args
 
@@ -121,6 +126,8 @@ def main() -> None:
             sample = {"input_ids": torch.tensor(seq), "hidden_states": feats}
             draft = anchor_logits(raw, weights, embed, lm_head, sample, a, "bidirectional")
             draft = draft.argmax(-1).tolist()
+            if args.collapse_file is not None and args.collapse_file.exists():
+                draft = [(t + 1) % lm_head.shape[0] for t in draft]
             verify, _ = target_pass(model, seq + draft)
             greedy = verify[a : a + BLOCK].argmax(-1).tolist()
             k = 0

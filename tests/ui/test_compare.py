@@ -108,3 +108,28 @@ async def test_a_plot_update_after_its_pane_is_gone_is_dropped(make_app) -> None
         old.update_series("slammed5", app.session.run("slammed5").series, app.plot_runs())
         await pilot.pause()
         assert not old.is_attached
+
+
+async def test_a_logged_token_count_is_the_axis_as_it_is(make_app) -> None:
+    """The tokens axis reads the trainer's own count where it logs one: no "from tok/s",
+    ticks in its unit; `a` once more goes back to steps."""
+    import dataclasses
+
+    session = FixtureSession()
+    series = session.run("slammed5").series
+    counted = dataclasses.replace(series, tokens=tuple(s * 2.0e6 for s in series.steps))
+    session.set_run("slammed5", series=counted)
+    app = make_app(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        plots = app.screen.query_one(PlotsPane)
+
+        def status(text: str) -> bool:
+            app._beat()
+            return text in plots.status_text and not plots.owed
+
+        await pilot.press("a", "a")
+        await pilot_until(pilot, lambda: status("x tokens "), "the tokens axis")
+        assert "from tok/s" not in plots.status_text
+        assert plots._xs(counted, 1e9)[-1] == counted.steps[-1] * 2.0e6 / 1e9
+        await pilot.press("a")
+        await pilot_until(pilot, lambda: status("x step"), "steps again")

@@ -552,6 +552,8 @@ async def test_plot_keys_change_axis_smoothing_and_scale(make_app) -> None:
         await pilot_until(pilot, lambda: status("loss log"), "the loss on log")
         assert caption("loss").endswith("(log)")
         assert "loss log" in plots.status_text and not caption("acc").endswith("(log)")
-        await pilot.press("y", "a")
+        await pilot.press("y", "a")  # tokens seen: the fixture logs no count, only tok/s
+        await pilot_until(pilot, lambda: status("x tokens from tok/s"), "the tokens axis")
+        await pilot.press("a")
         await pilot_until(pilot, lambda: status("x step"), "steps again")
         assert "loss log" not in plots.status_text

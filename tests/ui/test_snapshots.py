@@ -4,6 +4,7 @@ fixed fixture: frozen clock, fixed runs and hosts, the `dflash` theme."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from textual.pilot import Pilot
@@ -133,3 +134,24 @@ def test_hosts_with_gpu_owners_160x48(snap_compare, make_app) -> None:
     # Each GPU's temperature, power against its limit, throttling, and who holds it:
     # slammed5's workers, wide-lr, an idle GPU flagged while slammed5 is alive.
     assert snap_compare(make_app(), terminal_size=(160, 48), run_before=pressing("4"))
+
+
+def test_plots_overlay_against_tokens_160x48(snap_compare, make_app) -> None:
+    # The three runs at equal tokens seen: wide-lr trains at twice slammed5's tok/s and
+    # ablate-ctx at half, so against tokens their curves spread apart as against steps
+    # they do not; no run logs its own count, so the axis says "tokens from tok/s".
+    session = FixtureSession()
+    for name, factor in (("wide-lr", 2.0), ("ablate-ctx", 0.5)):
+        series = session.run(name).series
+        session.set_run(name, series=replace(series, tok_s=tuple(t * factor for t in series.tok_s)))
+    keys = ("m", "j", "m", "j", "m", "a", "a")
+    assert snap_compare(
+        make_app(session),
+        terminal_size=(160, 48),
+        run_before=pressing(*keys, until=on_tokens, what="three runs overlaid against tokens"),
+    )
+
+
+def on_tokens(app: Any) -> bool:
+    plots = app.screen.query_one(PlotsPane)
+    return overlaid(app) and "x tokens from tok/s" in plots.status_text

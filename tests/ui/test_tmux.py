@@ -143,3 +143,79 @@ def test_a_full_log_pane_keeps_showing_new_lines(tmux: Tmux, demo_cluster, tmp_p
     finally:
         stop.set()
         tmux("send-keys", "-t", "console", "q")
+
+
+def test_another_window_shown_stops_the_painting_and_coming_back_catches_up(
+    tmux: Tmux, demo_cluster, tmp_path: Path
+) -> None:
+    """tmux with `focus-events on` and a client attached (docs/console.md "Painting only
+    when watched"): while another window of the session is shown, the console's pane is
+    not repainted though its log grows; shown again, the new lines are there, each once
+    and in order."""
+    import re
+    import threading
+
+    log = demo_cluster.container_root / "workspace" / "watched_run.log"
+    log.write_text("start loss 1.0\n")
+    hosts = demo_cluster.config_path.read_text().split("[[runs]]", 1)[0]
+    hosts = hosts.replace('state_dir = "state"', 'state_dir = "state-watched"')
+    config = demo_cluster.config_path.with_name("watched.toml")
+    config.write_text(
+        hosts + '[[runs]]\nname = "w"\nhost = "trainbox"\nlog = "workspace/watched_run.log"\n'
+    )
+    stop = threading.Event()
+    written = [0]
+
+    def writer() -> None:
+        with log.open("a") as f:
+            while not stop.wait(0.1):
+                written[0] += 1
+                f.write(f"tick {written[0]:05d} loss 0.5\n")
+                f.flush()
+
+    def pane() -> str:
+        return tmux("capture-pane", "-p", "-t", "console:0")
+
+    def ticks(text: str) -> list[int]:
+        return [int(t) for t in re.findall(r"tick (\d{5})", text)]
+
+    console = f"env -u COLUMNS -u LINES TERM=tmux-256color {sys.executable} -m dflash_tui --config {config}"
+    tmux("new-session", "-d", "-s", "console", "-x", str(WIDTH), "-y", str(HEIGHT), console)
+    tmux("new-window", "-d", "-t", "console:1", "cat")
+    tmux("set-option", "-g", "focus-events", "on")
+    # A client in a terminal that has focus: a second tmux server that sends no reports.
+    viewer = Tmux(tmp_path / "viewer")
+    attach = f"tmux -L {tmux.socket} -f /dev/null attach -t console"
+    viewer("new-session", "-d", "-s", "v", "-x", str(WIDTH), "-y", str(HEIGHT + 1), attach)
+    thread = threading.Thread(target=writer, daemon=True)
+    try:
+        tmux.wait_for("the run's log", lambda t: "start loss 1.0" in t)
+        thread.start()
+        tmux.wait_for("the first ticks", lambda t: bool(ticks(t)))
+        tmux("select-window", "-t", "console:1")
+        # The focus-out report is on its way: wait for a pane that stays the same.
+        deadline = time.monotonic() + 30
+        before = pane()
+        while True:
+            time.sleep(1.0)
+            now = pane()
+            if now == before:
+                break
+            assert time.monotonic() < deadline, f"the pane kept changing unwatched:\n{now}"
+            before = now
+        lines_then = written[0]
+        time.sleep(3)
+        assert written[0] >= lines_then + 10 and pane() == before  # lines came, no paint
+        tmux("select-window", "-t", "console:0")
+        want = written[0]
+        text = tmux.wait_for(
+            f"tick {want:05d} after the window is shown again",
+            lambda t: any(n >= want for n in ticks(t)),
+            timeout_s=10,
+        )
+        shown = ticks(text)
+        assert shown == list(range(shown[0], shown[0] + len(shown)))  # once each, in order
+    finally:
+        stop.set()
+        viewer("kill-server")
+        tmux("send-keys", "-t", "console:0", "q")

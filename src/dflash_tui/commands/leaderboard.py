@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflash_tui.commands import CommandError, unknown_name
 from dflash_tui.commands._common import iso, when
@@ -50,6 +51,9 @@ from dflash_tui.evals.results.served.field_table import field_rows, render
 from dflash_tui.evals.results.served.store import ServedStore
 from dflash_tui.evals.results.store import ResultsStore
 
+if TYPE_CHECKING:
+    from dflash_tui.evals.results.progress import StepAxis as StepAxisType
+
 MAX_COLUMNS = 6
 
 
@@ -89,6 +93,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         metavar="RUN",
         help="progress over training instead: each metric of RUN's checkpoints against their "
         "step, with the baseline's value",
+    )
+    p.add_argument(
+        "--x",
+        choices=("step", "time", "tokens"),  # monitor/axes.py AXES (not loaded for --help)
+        default="step",
+        dest="x_axis",
+        help="with --run: also place each checkpoint at the wall time since the run's first "
+        "logged point or at the tokens seen by its step (the trainer's count, else tok/s "
+        "integrated), as the console's plots do (`a`); reads the run's log history once",
     )
     p.add_argument(
         "--clear-baseline", action="store_true", help="back to the config's baseline for SUITE"
@@ -308,7 +321,7 @@ def _print_served(section: ServedSection) -> None:
 
 def _progress(args: argparse.Namespace) -> int:
     """`--run RUN`: the run's metrics against training step (evals.progress)."""
-    from dflash_tui.evals.results.progress import format_progress, run_progress
+    from dflash_tui.evals.results.progress import format_progress, run_progress, with_axis
 
     config = load_config(args.config)
     if args.run not in {r.name for r in config.runs}:
@@ -320,8 +333,14 @@ def _progress(args: argparse.Namespace) -> int:
         progress = run_progress(config, store, args.run, args.suite)
     finally:
         conn.close()
+    axis = None
+    if args.x_axis != "step":
+        steps = sorted(
+            {p.step for item in progress for s in item.series.values() for p in s.points}
+        )
+        axis = asyncio.run(run_axis(config, args.run, args.x_axis, steps))
     if args.json:
-        docs = [p.as_dict() for p in progress]
+        docs = [with_axis(p.as_dict(), axis) for p in progress]
         print_json(docs[0] if args.suite else {"run": args.run, "suites": docs})
         return 0
     if not progress:
@@ -329,8 +348,24 @@ def _progress(args: argparse.Namespace) -> int:
     for i, item in enumerate(progress):
         if i:
             print()
-        print(format_progress(item))
+        print(format_progress(item, axis=axis))
     return 0
+
+
+async def run_axis(config: Any, run: str, axis: str, steps: list[int]) -> StepAxisType:
+    """Where each of `steps` lies on `axis`, from one load of the run's log history (the
+    same arithmetic as the console's plots: `monitor/axes.py`)."""
+    from dflash_tui.evals.results.progress import StepAxis
+    from dflash_tui.monitor import Monitor, MonitorOptions
+    from dflash_tui.monitor.axes import at_step, x_values
+    from dflash_tui.remote.pool import HostPool
+
+    async with HostPool(config) as pool:
+        monitor = Monitor(config, pool, runs=[run], options=MonitorOptions(follow=False))
+        snapshot = await monitor.refresh_once(60.0)
+    series = snapshot.runs[0].series
+    xs, integrated = x_values(series, axis)
+    return StepAxis(axis, {s: at_step(series.steps, xs, s) for s in steps}, integrated)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import sqlite3
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -148,15 +150,55 @@ def tracker_source(view: RunView) -> str | None:
     )
 
 
+def served_drafters(config_path: str | None, runs: list[RunView]) -> dict[str, dict[str, Any]]:
+    """Per serving run (one that names `metrics`): its drafter, live tau and the drafter's
+    offline tau_greedy from the results store (docs/monitoring.md "A served drafter that
+    collapsed"). No store yet (nothing evaluated): tau_greedy is null."""
+    from dflash_tui.console.collapse import offline_tau, served_drafter_dict, served_drafter_of
+
+    config = load_config(config_path)
+    served = {r.name for r in config.runs if r.metrics is not None}
+    out: dict[str, dict[str, Any]] = {}
+    conn = None
+    try:
+        from dflash_tui.core.state import DB_NAME
+        from dflash_tui.evals.jobs.manager import open_eval_state
+        from dflash_tui.evals.results.store import ResultsStore
+
+        store: ResultsStore | None = None
+        if served and (config.console.state_dir / DB_NAME).exists():  # status creates none
+            conn = open_eval_state(config.console.state_dir)
+            store = ResultsStore(config.console.results_dir, conn)
+    except (OSError, sqlite3.Error, ImportError):
+        store = None
+    try:
+        for view in runs:
+            if view.name not in served:
+                continue
+            drafter = served_drafter_of(config, view)
+            offline = None
+            if drafter is not None and store is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    offline = offline_tau(store, config, drafter, view.host)
+            out[view.name] = served_drafter_dict(view, config, drafter, offline)
+    finally:
+        if conn is not None:
+            conn.close()
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     path, snapshot = asyncio.run(collect(args.config, args.timeout))
     hosts = {h.name: h for h in snapshot.hosts}
     if args.json:
+        drafters = served_drafters(args.config, list(snapshot.runs))
         print_json(
             {
                 "config": path,
                 "taken_at": snapshot.taken_at,
-                "runs": [r.as_dict() for r in snapshot.runs],
+                "runs": [
+                    {**r.as_dict(), "served_drafter": drafters.get(r.name)} for r in snapshot.runs
+                ],
                 "hosts": [h.as_dict() for h in snapshot.hosts],
             }
         )

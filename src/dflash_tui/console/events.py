@@ -45,4 +45,58 @@ class LeaderboardChanged:
     """New results or a new baseline; re-read `leaderboards()`."""
 
 
-SessionEvent = MonitorEvent | AlertRaised | TransfersChanged | JobsChanged | LeaderboardChanged
+CAUSES = (
+    "usual causes: a layout mismatch after a conversion, a wrong k_norm, a block size "
+    "the engine ignores, thinking mode on for a drafter trained without it"
+)
+
+
+@dataclass(frozen=True)
+class Offline:
+    """A checkpoint's newest offline `tau_greedy`, and the suite it was measured on."""
+
+    checkpoint: str
+    tau_greedy: float
+    suite: str
+
+
+@dataclass(frozen=True)
+class DrafterCollapsed:
+    """`run`'s served tau fell under (or, `collapsed` False, came back over) the set
+    fraction of its drafter's offline tau_greedy."""
+
+    run: str
+    host: str
+    drafter: str
+    offline: Offline
+    served_tau: float
+    drafts: float | None  # over the window compared (None: SGLang intervals)
+    fraction: float
+    collapsed: bool = True
+
+    @property
+    def versus(self) -> str:
+        """Both numbers, the suite and the checkpoint, in one phrase."""
+        over = f" over {self.drafts:,.0f} drafts" if self.drafts is not None else ""
+        return (
+            f"served tau {self.served_tau:.2f}{over}, offline tau_greedy "
+            f"{self.offline.tau_greedy:.2f} on {self.offline.suite} ({self.offline.checkpoint})"
+        )
+
+    @property
+    def message(self) -> str:
+        if not self.collapsed:
+            return f"{self.run}: drafter back: {self.versus}"
+        return (
+            f"{self.run}: drafter collapsed: {self.versus}, under {self.fraction:g} of it; {CAUSES}"
+        )
+
+
+SessionEvent = (
+    MonitorEvent
+    | AlertRaised
+    | TransfersChanged
+    | JobsChanged
+    | LeaderboardChanged
+    | DrafterCollapsed
+)

@@ -83,7 +83,7 @@ ACTIONS: tuple[Action, ...] = (
     # Plots: runs compared
     Action("plots.mark", "toggle_mark", "Mark", "Mark the selected run to compare in the plots (again: unmark)", "m", "Plots", needs="run"),
     Action("plots.unmark_all", "clear_marks", "Unmark all", "Unmark every run: the plots show the selected run alone", "M", "Plots"),
-    Action("plots.x_axis", "next_x_axis", "X axis", "Plot against the step or the time since each run's first point", "a", "Plots"),
+    Action("plots.x_axis", "next_x_axis", "X axis", "Plot against the step, the time since each run's first point, or the tokens seen", "a", "Plots"),
     Action("plots.smoother", "smoothing(1)", "Smoother", "More smoothing of the plotted lines (debiased EMA; wraps to none)", "o", "Plots"),
     Action("plots.rougher", "smoothing(-1)", "Less smooth", "Less smoothing of the plotted lines", "O", "Plots"),
     Action("plots.log_loss", "toggle_log_loss", "Log loss", "Draw the loss on a log scale (again: linear)", "y", "Plots"),

@@ -5,7 +5,8 @@
 
 - the alert rules' subjects: a run dead or stalled (`RunStateChanged`), a host down
   (`HostReachabilityChanged`), served acceptance well below its level
-  (`AcceptanceDropped`); each is a condition whose end (run alive again, host
+  (`AcceptanceDropped`), a served drafter under its fraction of its offline
+  tau_greedy (`DrafterCollapsed`); each is a condition whose end (run alive again, host
   reachable, acceptance back) is one recovery notice;
 - events operators wait for: an eval job finished (once its results are collected,
   with the headline numbers) or failed, a relay finished or failed, and a run's
@@ -26,7 +27,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dflash_tui.console.events import JobsChanged, SessionEvent, TransfersChanged
+from dflash_tui.console.events import (
+    CAUSES,
+    DrafterCollapsed,
+    JobsChanged,
+    SessionEvent,
+    TransfersChanged,
+)
 from dflash_tui.console.transfers import TransferView
 from dflash_tui.core import notify_settings as ev
 from dflash_tui.core.config import Config
@@ -91,6 +98,7 @@ class SessionNotifications:
         self._unsubscribe: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._dropped: set[str] = set()  # runs whose served acceptance is down
+        self._collapsed: set[str] = set()  # runs whose served drafter collapsed
         self._announced: set[str] = set()  # event keys this process has handled
         self._down: dict[str, str] = {}  # condition key -> event, as this process saw it
 
@@ -123,6 +131,8 @@ class SessionNotifications:
                 self._host(event)
             elif isinstance(event, AcceptanceDropped):
                 self._acceptance_dropped(event)
+            elif isinstance(event, DrafterCollapsed):
+                self._drafter(event)
             elif isinstance(event, RunUpdated):
                 if event.run in self._dropped:
                     self._acceptance_back(event.run)
@@ -254,6 +264,32 @@ class SessionNotifications:
             recovery=True,
         )
         self._submit("recover", f"acceptance:{run}", notice)
+
+    def _drafter(self, event: DrafterCollapsed) -> None:
+        """A served drafter under its fraction of tau_greedy, or back over it."""
+        key = f"drafter:{event.run}"
+        if event.collapsed:
+            self._collapsed.add(event.run)
+            reason = f"drafter collapsed: {event.versus}"
+            details: tuple[str, ...] = (
+                f"under {event.fraction:g} of tau_greedy",
+                CAUSES,
+                f"drafter {event.drafter}",
+            )
+        else:
+            if event.run not in self._collapsed and not self._standing(key):
+                return  # fine when first compared: nothing ended
+            self._collapsed.discard(event.run)
+            reason, details = f"drafter back: {event.versus}", (f"drafter {event.drafter}",)
+        notice = Notice(
+            ev.DRAFTER_COLLAPSE,
+            reason,
+            event.host,
+            event.run,
+            details,
+            recovery=not event.collapsed,
+        )
+        self._submit("alert" if event.collapsed else "recover", key, notice)
 
     # ---------------------------------------------------------------- events
 

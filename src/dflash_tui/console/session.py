@@ -42,9 +42,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dflash_tui.console.alerts import AlertRules
 from dflash_tui.console.calibration import Calibrations
+from dflash_tui.console.collapse import (
+    CollapseWatch,
+    offline_tau,
+    served_drafter_dict,
+    served_drafter_of,
+)
 from dflash_tui.console.events import (
+    AlertRaised,
     JobsChanged,
     LeaderboardChanged,
+    Offline,
     SessionEvent,
     TransfersChanged,
 )
@@ -57,6 +65,7 @@ from dflash_tui.monitor.views import (
     HostView,
     LogLine,
     MonitorEvent,
+    RunUpdated,
     RunView,
 )
 from dflash_tui.remote.pool import HostPool
@@ -163,6 +172,8 @@ class ConsoleSession:
         self._subscribers: list[Callable[[SessionEvent], None]] = []
         self._unsubscribe_monitor: Callable[[], None] | None = None
         self.alerts = AlertRules()
+        self._collapse = CollapseWatch(config, self._offline_tau)
+        self._offline: dict[tuple[str, str], Offline | None] = {}  # (drafter, host)
         self._db: sqlite3.Connection | None = None
         self._transfers = TransferTracker(clock)
         self._manager: JobManager | None = None  # once started
@@ -321,6 +332,42 @@ class ConsoleSession:
         alert = self.alerts.alert_for(event)
         if alert is not None:
             self._emit(alert)
+        if isinstance(event, RunUpdated) and self._collapse.watches(event.run):
+            self._check_drafter(event.run)
+
+    def _check_drafter(self, run: str) -> None:
+        """A serving run's new window against its drafter's offline tau_greedy
+        (console/collapse.py): the event for notices, the alert for the screen."""
+        found = self._collapse.check(self.run(run))
+        if found is None:
+            return
+        self._emit(found)
+        if found.collapsed:
+            self._emit(AlertRaised("run", run, "error", found.message, True))
+
+    def _offline_tau(self, drafter: str, host: str) -> Offline | None:
+        """The newest offline tau_greedy of the checkpoint `drafter` is (cached until
+        new results come); None before the results store is open."""
+        if self._manager is None:
+            return None
+        key = (drafter, host)
+        if key not in self._offline:
+            try:
+                self._offline[key] = offline_tau(self._manager.results, self.config, *key)
+            except sqlite3.Error as exc:
+                log.warning("cannot read offline tau_greedy of %s: %s", drafter, exc)
+                return None
+        return self._offline[key]
+
+    def served_drafter(self, run: str) -> dict[str, Any] | None:
+        """What a serving run's drafter is, its live tau and offline tau_greedy; None for
+        a run that names no metrics endpoint."""
+        if not self._collapse.watches(run):
+            return None
+        view = self.run(run)
+        drafter = served_drafter_of(self.config, view)
+        offline = self._offline_tau(drafter, view.host) if drafter else None
+        return served_drafter_dict(view, self.config, drafter, offline)
 
     # ------------------------------------------------------------------ reading
 
@@ -646,6 +693,7 @@ class ConsoleSession:
             self._emit(LeaderboardChanged())
 
     def _results_changed(self) -> None:
+        self._offline.clear()
         self._calibration.clear()
         self.monitor.recalibrate()
         self._emit(LeaderboardChanged())

@@ -60,6 +60,9 @@ class ConsoleConfig:
     keepalive_s: float = 15.0
     stall_after_s: float = 300.0
     hf_endpoint: str | None = None  # a Hugging Face Hub mirror for `fetch hf:...`
+    # served tau under this fraction of the drafter's offline tau_greedy: an alert
+    # (docs/monitoring.md "A served drafter that collapsed")
+    collapse_fraction: float = 0.6
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ class RunConfig:
     trackio: str | None = None
     trackio_run: str | None = None
     wandb: str | None = None
+    drafter: str | None = None  # the checkpoint a server runs, where its argv does not say
 
     @property
     def tracker(self) -> tuple[str, str] | None:

@@ -246,6 +246,7 @@ _CONSOLE_KEYS = (
     "keepalive_s",
     "stall_after_s",
     "hf_endpoint",
+    "collapse_fraction",
 )
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile")
 _HOST_KEYS = (
@@ -283,6 +284,7 @@ _RUN_KEYS = (
     "trackio",
     "trackio_run",
     "wandb",
+    "drafter",
 )
 _CHECKPOINT_KEYS = ("name", "host", "path", "baseline", "step", "run")
 _SUITE_KEYS = (
@@ -317,7 +319,12 @@ def _console(ch: _Checker, raw: Mapping[str, Any], base: Path) -> ConsoleConfig:
         keepalive_s=_get(ch, raw, "keepalive_s", w, "float", 15.0, _positive),
         stall_after_s=_get(ch, raw, "stall_after_s", w, "float", 300.0, _positive),
         hf_endpoint=_get(ch, raw, "hf_endpoint", w, "str", None, _http_url),
+        collapse_fraction=_get(ch, raw, "collapse_fraction", w, "float", 0.6, _fraction),
     )
+
+
+def _fraction(value: float) -> str | None:
+    return None if 0 < value < 1 else "must be between 0 and 1 (0.6: 60% of tau_greedy)"
 
 
 def _http_url(value: str) -> str | None:
@@ -487,6 +494,7 @@ def _run(ch: _Checker, where: str, t: Mapping[str, Any]) -> RunConfig:
         auto_eval=_get(ch, t, "auto_eval", where, "strings", ()),
         max_parallel=_get(ch, t, "max_parallel", where, "int", 1, _positive),
         metrics=_metrics_endpoint(ch, where, t),
+        drafter=_get(ch, t, "drafter", where, "str", None, _non_empty),
     )
 
 

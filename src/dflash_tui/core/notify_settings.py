@@ -30,6 +30,7 @@ RUN_DEAD = "run_dead"
 RUN_STALLED = "run_stalled"
 HOST_DOWN = "host_down"
 ACCEPTANCE_DROP = "acceptance_drop"
+DRAFTER_COLLAPSE = "drafter_collapse"
 EVAL_FINISHED = "eval_finished"
 EVAL_FAILED = "eval_failed"
 RELAY_FINISHED = "relay_finished"
@@ -41,6 +42,7 @@ EVENTS = (
     RUN_STALLED,
     HOST_DOWN,
     ACCEPTANCE_DROP,
+    DRAFTER_COLLAPSE,
     EVAL_FINISHED,
     EVAL_FAILED,
     RELAY_FINISHED,

@@ -19,7 +19,7 @@ from dflash_tui.monitor.liveness import HostProbe, RunProbe, RunState, format_up
 from dflash_tui.monitor.metrics import MetricParser
 from dflash_tui.monitor.probe_stream import ProbeStream
 from dflash_tui.monitor.served import ServedAcceptance
-from dflash_tui.monitor.served_metrics import EndpointReader, metrics_series
+from dflash_tui.monitor.served_metrics import MIN_DRAFTS, EndpointReader, metrics_series
 from dflash_tui.monitor.tail import LogPosition, LogTail, TailNotice
 from dflash_tui.monitor.trackers.feed import TrackerFeed
 from dflash_tui.monitor.views import HostView, LogLine, MonitorEvent, RunView
@@ -66,6 +66,8 @@ class MonitorOptions:
     # refresh_now), each read given up after metrics_timeout_s.
     metrics_every_s: float = METRICS_EVERY_S
     metrics_timeout_s: float = 10.0
+    # Served tau is compared with anything only over windows holding this many drafts.
+    min_drafts: float = MIN_DRAFTS
     # A run's tracker files (TensorBoard, trackio, W&B) are checked this often.
     tracker_poll_s: float = 1.0
 
@@ -110,7 +112,11 @@ class RunEntry:
         self.acceptance_dropped = False  # the alert fired; re-armed once it recovers
         # The server's /metrics (docs/monitoring.md "Served acceptance"), when the run names one: its reports stand
         # for the run's served acceptance while it answers; the log's are the fallback.
-        self.endpoint = EndpointReader(cfg.metrics) if cfg.metrics is not None else None
+        self.endpoint = (
+            EndpointReader(cfg.metrics, min_drafts=options.min_drafts)
+            if cfg.metrics is not None
+            else None
+        )
         self.metrics_task: asyncio.Task[None] | None = None
         self.metrics_wake = asyncio.Event()
         self.endpoint_series: tuple[int, HistorySeries] | None = None

@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from dflash_tui.monitor.metrics import Metrics
+from dflash_tui.monitor.metrics import FIELDS, Metrics
 from dflash_tui.monitor.served import ServedAcceptance
 
 RATE_WINDOW_S = 600.0
@@ -68,6 +68,7 @@ class Point:
         "time",
         "tok_s",
         "tok_s_ema",
+        "tokens",
     )
 
     def __init__(self, m: Metrics, step: int, recv: float | None) -> None:
@@ -77,6 +78,7 @@ class Point:
         self.lr = m.lr
         self.tok_s = m.tok_s
         self.epoch = m.epoch
+        self.tokens = m.tokens
         self.time = m.time
         self.recv = recv
         self.loss_ema: float | None = None
@@ -90,6 +92,7 @@ class Point:
         self.lr = self.lr if self.lr is not None else m.lr
         self.tok_s = self.tok_s if self.tok_s is not None else m.tok_s
         self.epoch = self.epoch if self.epoch is not None else m.epoch
+        self.tokens = self.tokens if self.tokens is not None else m.tokens
         self.time = self.time if self.time is not None else m.time
 
 
@@ -119,6 +122,8 @@ class HistorySeries:
     lr: tuple[float, ...] = ()
     time: tuple[float, ...] = ()
     """Each point's time in seconds (the line's own timestamp, else when it arrived)."""
+    tokens: tuple[float, ...] = ()
+    """Tokens seen by each point, where the trainer logs its own count (else nan)."""
     accept_len: tuple[float, ...] = ()
     accept_len_ema: tuple[float, ...] = ()
     served: bool = False
@@ -147,6 +152,7 @@ _SERIES_FIELDS = frozenset(
         "tok_s",
         "lr",
         "time",
+        "tokens",
         "accept_len",
         "accept_len_ema",
     )
@@ -305,7 +311,7 @@ class History:
             return True
         if step is not None:
             self._regressed.clear()
-        for name in ("loss", "acc", "lr", "tok_s", "epoch"):
+        for name in FIELDS:
             value = getattr(m, name)
             if value is not None:
                 self._latest[name] = value
@@ -522,6 +528,7 @@ class History:
             time=tuple(
                 NAN if (t := p.time if p.time is not None else p.recv) is None else t for p in pts
             ),
+            tokens=col("tokens"),
         )
         self._series = (self.version, series)
         return series

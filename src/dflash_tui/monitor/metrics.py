@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-FIELDS = ("loss", "acc", "lr", "tok_s", "epoch")
+FIELDS = ("loss", "acc", "lr", "tok_s", "epoch", "tokens")
 """Scalar metrics a point can carry besides its step."""
 
 
@@ -66,6 +66,7 @@ class Metrics:
     lr: float | None = None
     tok_s: float | None = None
     epoch: float | None = None
+    tokens: float | None = None  # tokens seen so far, the trainer's own count
     acc_per_position: tuple[float, ...] | None = None
     time: float | None = None
     bar: bool = False
@@ -84,6 +85,7 @@ class Metrics:
             or self.lr is not None
             or self.tok_s is not None
             or self.epoch is not None
+            or self.tokens is not None
             or self.acc_per_position is not None
             or self.accept_len is not None
         )
@@ -127,6 +129,10 @@ for _k in (
     _SCALE["k" + _k] = ("tok_s", 1e3)
     _SCALE["m" + _k] = ("tok_s", 1e6)
 _SCALE["ktok_s"] = ("tok_s", 1e3)
+# Tokens seen so far (HF Trainer's num_input_tokens_seen; Megatron's consumed tokens).
+for _k in ("tokens_seen", "num_tokens_seen", "num_input_tokens_seen", "consumed_tokens",
+           "tokens_consumed", "total_tokens_seen", "tokens_trained"):  # fmt: skip
+    _SCALE[_k] = ("tokens", 1.0)
 _SCALE["total"] = ("total", 1.0)
 _SCALE["total_steps"] = ("total", 1.0)
 _SCALE["max_steps"] = ("total", 1.0)
@@ -343,6 +349,7 @@ class _Builder:
             lr=v.get("lr"),
             tok_s=v.get("tok_s"),
             epoch=v.get("epoch"),
+            tokens=v.get("tokens"),
             acc_per_position=per_position,
             time=time,
             bar=bar and step is not None,
@@ -474,7 +481,17 @@ class MetricParser:
         return b.build(line_time(line))
 
 
-_FILLED = ("loss", "acc", "lr", "tok_s", "epoch", "acc_per_position", "eval_loss", "eval_acc")
+_FILLED = (
+    "loss",
+    "acc",
+    "lr",
+    "tok_s",
+    "epoch",
+    "tokens",
+    "acc_per_position",
+    "eval_loss",
+    "eval_acc",
+)
 
 
 def _fill(m: Metrics, carry: Metrics) -> Metrics:

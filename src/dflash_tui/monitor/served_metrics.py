@@ -34,8 +34,8 @@ moved; `sglang:gen_throughput` (summed over ranks) is its tokens/s.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Mapping
+from collections import defaultdict, deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,6 +260,7 @@ class EndpointStatus:
     resets: int
     read_at: float | None  # the last successful read, on the monitor's clock
     last: Report | None
+    recent: RecentTau | None = None  # the newest windows with enough drafts
 
     def as_dict(self) -> dict[str, Any]:
         last = self.last
@@ -284,7 +285,49 @@ class EndpointStatus:
                 "since_start": last.window_s is None and last.drafts is not None,
                 "restarted": last.restarted,
             },
+            "recent": None if self.recent is None else self.recent.as_dict(),
         }
+
+
+MIN_DRAFTS = 200
+"""Drafts a served tau must rest on before it is compared with anything (vLLM): fewer is
+a handful of requests, whose tau says more about their prompts than about the drafter."""
+MIN_REPORTS = 3
+"""SGLang reports no draft count: its newest this many logging intervals instead."""
+RECENT_KEPT = 64
+
+
+@dataclass(frozen=True)
+class RecentTau:
+    """Served tau over the newest windows that together hold enough drafts."""
+
+    tau: float
+    drafts: float | None  # None: SGLang (MIN_REPORTS intervals)
+    windows: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tau": self.tau, "drafts": self.drafts, "windows": self.windows}
+
+
+def recent_tau(reports: Sequence[Report], min_drafts: float = MIN_DRAFTS) -> RecentTau | None:
+    """Tau over the newest `reports` (oldest first) holding at least `min_drafts` drafts,
+    weighted by drafts (1 + accepted / drafts over them all); None: not enough yet. A
+    server restart ends the window: what came before was another process."""
+    drafts = accepted = 0.0
+    lengths: list[float] = []
+    for n, report in enumerate(reversed(reports), start=1):
+        if report.drafts is None:
+            lengths.append(report.length)
+            if len(lengths) >= MIN_REPORTS:
+                return RecentTau(sum(lengths) / len(lengths), None, n)
+        else:
+            drafts += report.drafts
+            accepted += (report.length - 1.0) * report.drafts
+            if drafts >= min_drafts:
+                return RecentTau(1.0 + accepted / drafts, drafts, n)
+        if report.restarted:
+            return None
+    return None
 
 
 @dataclass
@@ -301,6 +344,8 @@ class EndpointReader:
     read_at: float | None = None
     last: Report | None = None
     version: int = 0
+    reports: deque[Report] = field(default_factory=lambda: deque(maxlen=RECENT_KEPT))
+    min_drafts: float = MIN_DRAFTS
 
     def failed(self, message: str) -> bool:
         """Record a failed read; True if what a view shows changed."""
@@ -320,6 +365,7 @@ class EndpointReader:
         self.read_at = at
         if report is not None:
             self.last = report
+            self.reports.append(report)
             self.served.add(
                 report.length, report.per_position, report.tokens_per_s, report.accept_rate
             )
@@ -342,6 +388,7 @@ class EndpointReader:
             resets=self.window.resets,
             read_at=self.read_at,
             last=self.last,
+            recent=recent_tau(self.reports, self.min_drafts),
         )
 
 

@@ -78,6 +78,7 @@ _WAS = {
     ev.RUN_STALLED: "stalled",
     ev.HOST_DOWN: "down",
     ev.ACCEPTANCE_DROP: "low",
+    ev.DRAFTER_COLLAPSE: "collapsed",
 }
 
 Sender = Callable[[Target, str, str, str], SendResult]

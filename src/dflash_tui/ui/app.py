@@ -7,8 +7,12 @@ most every `max(VIEWS_FLUSH_S, refresh_s)` (the probes' own pace: nothing is
 polled faster), the selected run's new log lines and owed plot redraws on
 the next beat, and only for panes that are on screen (a hidden pane is
 marked stale and filled when it shows). Ages tick every `refresh_s` without
-asking the core for anything new. UI state that outlives a layout change
-(selected run, follow, filter, active tab) lives here, not in the panes.
+asking the core for anything new. While nobody watches (the terminal's focus
+reports, or tmux: `console.tmux_pane`) the beat stops and nothing is painted;
+the session runs on, and coming back paints everything current in one frame at
+once, not on the next beat (docs/console.md "Painting only when watched"). UI
+state that outlives a layout change (selected run, follow, filter, active tab)
+lives here, not in the panes.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from textual.css.query import NoMatches
 from textual.dom import DOMNode
 from textual.driver import Driver
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState
 
@@ -37,6 +42,7 @@ from dflash_tui.console.events import JobsChanged as CoreJobsChanged
 from dflash_tui.console.events import LeaderboardChanged as CoreLeaderboardChanged
 from dflash_tui.console.events import TransfersChanged as CoreTransfersChanged
 from dflash_tui.console.session import SessionAPI
+from dflash_tui.console.tmux_pane import TMUX_POLL_S, ask_tmux, tmux_pane
 from dflash_tui.monitor.views import HostUpdated as CoreHostUpdated
 from dflash_tui.monitor.views import LinesAppended as CoreLinesAppended
 from dflash_tui.monitor.views import RunUpdated as CoreRunUpdated
@@ -58,7 +64,7 @@ from dflash_tui.ui.screens.help import HelpScreen
 from dflash_tui.ui.screens.log_full import LogScreen
 from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_split, wants_wide
 from dflash_tui.ui.screens.progress import ProgressScreen
-from dflash_tui.ui.textual_private import UncaughtErrorHook, exiting
+from dflash_tui.ui.textual_private import LightAppFocus, UncaughtErrorHook, exiting
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 from dflash_tui.ui.transfer_actions import TransferActions
 
@@ -72,7 +78,9 @@ NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 """The pane an action that needs a selection there works in (the palette goes there)."""
 
 
-class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, TransferActions, App[int]):
+class DflashApp(
+    Guarded, UncaughtErrorHook, LightAppFocus, PlotControls, EvalActions, TransferActions, App[int]
+):
     """The console. `session` supplies snapshots and takes intents; see the module docstring."""
 
     CSS_PATH = "app.tcss"
@@ -122,6 +130,9 @@ class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, TransferA
         self._panes_of: dict[int, tuple[Screen, list[LogPane]]] = {}  # _log_panes, per screen
         self._up = False  # the main screen was shown once: from then on nothing ends the App
         self._notify_warned = False  # session.notify_error shown (once)
+        self._beat_timer: Timer | None = None
+        self._pane_visible = True  # tmux shows our pane (asked only without focus reports)
+        self.catch_ups = 0  # frames painted on coming back into view (tests read it)
         self.error_desk = ErrorDesk(
             Path(self.config.console.state_dir) / ERROR_LOG_NAME, self._notify_error
         )
@@ -152,7 +163,10 @@ class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, TransferA
         if self.start_session:
             self.run_worker(self._start_session(), group="session", exit_on_error=False)
         if self.beat_enabled:
-            self.set_interval(BEAT_S, self._beat)
+            self._beat_timer = self.set_interval(BEAT_S, self._beat)
+        pane = tmux_pane()
+        if pane is not None:
+            self.run_worker(self._ask_tmux(pane), group="tmux", exit_on_error=False)
 
     async def _start_session(self) -> None:
         await self.session.start()
@@ -198,6 +212,57 @@ class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, TransferA
             main.query_one(TabbedContent).active = self.active_tab
         if self.screen is main:
             main.focus_target(focused or "runs").focus()
+
+    # ------------------------------------------------------------------ watched
+
+    @property
+    def watched(self) -> bool:
+        """Someone can see the console: the terminal has focus (Textual's AppBlur and
+        AppFocus; no reports: focused) and, where tmux says, its pane is shown."""
+        return self.app_focus and self._pane_visible
+
+    def watch_app_focus(self, focus: bool) -> None:
+        """Textual's AppBlur/AppFocus, or a key after a blur (Textual's own rule)."""
+        self._watched_changed()
+
+    def _watched_changed(self) -> None:
+        timer = self._beat_timer
+        if not self.watched:
+            if timer is not None:
+                timer.pause()  # no beat: no pane filled, no frame painted
+            return
+        if timer is not None:
+            timer.resume()
+        self.catch_up()
+
+    def catch_up(self) -> None:
+        """One frame with everything current: what the beats skipped while nobody watched."""
+        if not self._live():
+            return
+        self.catch_ups += 1
+        self._views_at = -1e9  # every pending view now, not at the end of its window
+        with self.batch_update(), contextlib.suppress(NoMatches):
+            self._flush_views()
+            if self._tick_due(time.monotonic()):
+                self._tick()
+            plots = self.main.query_one(PlotsPane)
+            if plots.owed:
+                plots.redraw()
+
+    async def _ask_tmux(self, pane: str) -> None:
+        """Inside tmux without `focus-events on`, no focus report comes: ask tmux whether
+        the pane is shown, every TMUX_POLL_S. With reports on, ask once and stop."""
+        while True:
+            view = await ask_tmux(pane)
+            if view is None or view.reports_focus:
+                if not self._pane_visible:
+                    self._pane_visible = True
+                    self._watched_changed()
+                return
+            if view.visible != self._pane_visible:
+                self._pane_visible = view.visible
+                self._watched_changed()
+            await asyncio.sleep(TMUX_POLL_S)
 
     # ------------------------------------------------------------------ errors
 
@@ -262,7 +327,7 @@ class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, TransferA
 
     def _beat(self) -> None:
         """Once a second: what is due goes to the screen, in one frame."""
-        if not self._live():
+        if not self._live() or not self.watched:
             return
         now = time.monotonic()
         refresh_s = self.config.console.refresh_s
@@ -337,6 +402,11 @@ class DflashApp(Guarded, UncaughtErrorHook, PlotControls, EvalActions, TransferA
         if run is None:
             return
         lines = self.session.lines(run, self._shown_seq)
+        if lines and self._shown_seq and lines[0].seq != self._shown_seq + 1:
+            # The monitor's ring moved past what the pane shows (a long time unwatched):
+            # appending would leave a hole; the pane shows the ring afresh instead.
+            self.fill_log()
+            return
         if lines:
             self._shown_seq = lines[-1].seq
             with self.batch_update():

@@ -1,5 +1,6 @@
 """The arithmetic of the plots pane, free of Textual and plotext: smoothing, round axis
-ticks, log-scale ticks, the x axis as wall time, and legends that fit a width.
+ticks, log-scale ticks, the x axis as wall time or tokens seen, and legends that fit a
+width.
 
 Smoothing is the debiased exponential moving average TensorBoard's scalar charts
 draw and W&B's "exponential moving average (TensorBoard)" copies: with weight
@@ -15,9 +16,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from dflash_tui.monitor.axes import AXES as X_AXES
+
 SMOOTHING_LEVELS = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
 DEFAULT_SMOOTHING = 0.9  # about the run's own EMA (20 points): the plot looks as before
-X_AXES = ("step", "time")
 
 
 @dataclass(frozen=True)
@@ -40,9 +42,11 @@ class PlotOptions:
     def toggle_log_loss(self) -> PlotOptions:
         return replace(self, log_loss=not self.log_loss)
 
-    def describe(self) -> str:
-        """`x step  smooth 0.90  loss log` (the pane's status line)."""
-        parts = [f"x {self.x_axis}", f"smooth {self.smoothing:.2f}"]
+    def describe(self, *, integrated: bool = False) -> str:
+        """`x step  smooth 0.90  loss log` (the pane's status line); `x tokens from
+        tok/s` where the tokens were integrated from the logged rate, not counted."""
+        axis = "tokens from tok/s" if self.x_axis == "tokens" and integrated else self.x_axis
+        parts = [f"x {axis}", f"smooth {self.smoothing:.2f}"]
         if self.log_loss:
             parts.append("loss log")
         return "  ".join(parts)
@@ -167,10 +171,18 @@ def time_unit(span_s: float) -> tuple[str, float]:
     return "d", 86400.0
 
 
-def elapsed(times: Sequence[float]) -> list[float]:
-    """Seconds since the first known time of a run (NaN where a point has no time)."""
-    start = next((t for t in times if math.isfinite(t)), math.nan)
-    return [t - start if math.isfinite(t) else math.nan for t in times]
+# --------------------------------------------------------------------------- tokens seen
+
+
+TOKEN_UNITS = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3))
+
+
+def token_unit(largest: float) -> tuple[str, float]:
+    """The unit a tokens axis reads in: K, M, G or T (none under a thousand)."""
+    for unit, scale in TOKEN_UNITS:
+        if largest >= scale:
+            return unit, scale
+    return "", 1.0
 
 
 # --------------------------------------------------------------------------- legends

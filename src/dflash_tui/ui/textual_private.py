@@ -49,6 +49,8 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.widgets.Log", "_prune_max_lines"),
     ("textual.widgets.Log", "_render_line_strip"),
     ("textual.widget.Widget", "_scroll_update"),
+    ("textual.app.App", "_watch_app_focus"),
+    ("textual.app.App", "_last_focused_on_app_blur"),  # set in __init__
 )
 
 
@@ -80,6 +82,27 @@ class UncaughtErrorHook:
     def _handle_exception(self, error: Exception) -> None:
         if not self.take_error(error):
             super()._handle_exception(error)  # type: ignore[misc]  # App's, next in the MRO
+
+
+class LightAppFocus:
+    """Mix into an App before `App`: on each AppBlur and AppFocus, Textual restyles
+    every node of the screen (for `App:blur` selectors, which only its own Header
+    uses; the console has none), the largest part of the frame painted when the
+    console comes back into view (docs/console.md "Painting only when watched").
+    The rest is Textual's own: the focused widget loses its focus on a blur and gets
+    it back on focus, restyled as any focus change is."""
+
+    def _watch_app_focus(self, focus: bool) -> None:
+        app: App[Any] = self  # type: ignore[assignment]  # mixed into an App
+        screen = app.screen
+        if not focus:
+            app._last_focused_on_app_blur = screen.focused
+            screen.set_focus(None)
+            return
+        last = app._last_focused_on_app_blur
+        app._last_focused_on_app_blur = None
+        if last is not None and last.is_attached and last.screen is screen and not screen.focused:
+            screen.set_focus(last, scroll_visible=False, from_app_focus=True)
 
 
 class CachedLog(Guarded, Log):

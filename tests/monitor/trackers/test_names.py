@@ -34,6 +34,7 @@ CASES = [
     ("train_acc/parallel_1_step_0", None),  # a parallel draft's, not the chain's
     ("estimated_training_ar", Meaning("trainer_tau", rank=8)),
     ("validate_ar", Meaning("trainer_tau", rank=0)),
+    ("train/num_input_tokens_seen", Meaning("tokens")),  # include_num_input_tokens_seen
     ("train/grad_norm", None),
 ]
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tui.core import units
 from dflash_tui.core.config import Config
 from dflash_tui.evals.discovery.targets import step_from_name
 from dflash_tui.evals.results import semantics as S
@@ -87,6 +88,45 @@ class MetricSeries:
             "baseline": self.baseline,
             "latest_ratio": self.latest_ratio,
         }
+
+
+@dataclass(frozen=True)
+class StepAxis:
+    """Where the checkpoints' steps lie on another x axis than the step, from the run's
+    log history (`monitor/axes.py`, the console plots' own): "time" (seconds since the
+    run's first logged point) or "tokens" (seen by that step)."""
+
+    axis: str
+    at: Mapping[int, float | None]
+    integrated: bool = False  # tokens integrated from the run's tok/s, not its own count
+
+    @property
+    def label(self) -> str:
+        return "TOKENS" if self.axis == "tokens" else "WALL"
+
+    def cell(self, step: int) -> str:
+        value = self.at.get(step)
+        if value is None:
+            return "-"
+        return units.count(value) if self.axis == "tokens" else units.duration(value)
+
+    def note(self) -> str | None:
+        if self.axis == "tokens" and self.integrated:
+            return "tokens: integrated from the run's tok/s (its log has no token count)"
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"axis": self.axis, "integrated": self.integrated}
+
+
+def with_axis(doc: dict[str, Any], axis: StepAxis | None) -> dict[str, Any]:
+    """A `RunProgress.as_dict()` with each point's `x` on `axis` (and the axis named)."""
+    if axis is None:
+        return doc
+    for series in doc["metrics"].values():
+        for point in series["points"]:
+            point["x"] = axis.at.get(point["step"])
+    return {**doc, "x_axis": axis.as_dict()}
 
 
 @dataclass(frozen=True)
@@ -254,8 +294,14 @@ def run_progress(
     return [build_progress(config, store, run, s) for s in wanted]
 
 
-def format_progress(progress: RunProgress, metrics: tuple[str, ...] = DEFAULT_METRICS) -> str:
-    """A plain-text table: one line per checkpoint (step order), then the baseline's."""
+def format_progress(
+    progress: RunProgress,
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    *,
+    axis: StepAxis | None = None,
+) -> str:
+    """A plain-text table: one line per checkpoint (step order), then the baseline's;
+    with `axis`, each checkpoint's place on it beside its step."""
     from dflash_tui.evals.results.leaderboard import format_metric
 
     shown = [m for m in metrics if m in progress.series][:SHOWN_METRICS]
@@ -272,15 +318,18 @@ def format_progress(progress: RunProgress, metrics: tuple[str, ...] = DEFAULT_ME
         for p in progress.series[metric].points:
             rows.setdefault((p.step, p.checkpoint), {})[metric] = p.value
     width = max([len("CHECKPOINT"), len(progress.baseline or ""), *(len(c) for _, c in rows)])
-    header = f"{'STEP':>8}  {'CHECKPOINT':<{width}}" + "".join(f"  {m.upper():>11}" for m in shown)
-    lines.append(header)
+    x_head = f"  {axis.label:>9}" if axis else ""
+    header = f"{'STEP':>8}{x_head}  {'CHECKPOINT':<{width}}"
+    lines.append(header + "".join(f"  {m.upper():>11}" for m in shown))
     for (step, checkpoint), values in sorted(rows.items()):
         cells = "".join(f"  {format_metric(m, values.get(m)):>11}" for m in shown)
-        lines.append(f"{step:>8}  {checkpoint:<{width}}{cells}")
+        x_cell = f"  {axis.cell(step):>9}" if axis else ""
+        lines.append(f"{step:>8}{x_cell}  {checkpoint:<{width}}{cells}")
     base = [progress.series[m].baseline for m in shown]
     if any(v is not None for v in base):
         cells = "".join(f"  {format_metric(m, v):>11}" for m, v in zip(shown, base, strict=True))
-        lines.append(f"{'baseline':>8}  {progress.baseline or '':<{width}}{cells}")
+        x_cell = f"  {'':>9}" if axis else ""
+        lines.append(f"{'baseline':>8}{x_cell}  {progress.baseline or '':<{width}}{cells}")
     ratio = progress.series[shown[0]].latest_ratio
     if ratio is not None:
         lines.append(f"latest {shown[0]}: {ratio * 100:.0f}% of {progress.baseline}")
@@ -288,6 +337,8 @@ def format_progress(progress: RunProgress, metrics: tuple[str, ...] = DEFAULT_ME
         lines.append(progress.legend)
     if progress.note:
         lines.append(f"note: {progress.note}")
+    if axis is not None and axis.note():
+        lines.append(f"note: {axis.note()}")
     return "\n".join(lines)
 
 
@@ -297,7 +348,9 @@ __all__ = [
     "MetricSeries",
     "Point",
     "RunProgress",
+    "StepAxis",
     "build_progress",
     "format_progress",
     "run_progress",
+    "with_axis",
 ]

@@ -169,6 +169,7 @@ def _step_metrics(step: int, wall: float | None, values: dict[str, float]) -> Me
         acc=get("acc"),
         lr=get("lr"),
         epoch=get("epoch"),
+        tokens=get("tokens"),
         eval_loss=get("eval_loss"),
         eval_acc=get("eval_acc"),
     )

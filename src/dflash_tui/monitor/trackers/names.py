@@ -27,7 +27,7 @@ from functools import lru_cache
 class Meaning:
     """What a scalar is to the console.
 
-    `metric`: loss, acc, lr, epoch, eval_loss, eval_acc (a run's plotted metrics);
+    `metric`: loss, acc, lr, epoch, tokens, eval_loss, eval_acc (a run's plotted metrics);
     acc_position, eval_acc_position, ploss_position, accept_rate_position (with
     `position`); trainer_tau (the trainer's own acceptance-length estimate, with
     `rank`: lower wins when a run logs several).
@@ -44,6 +44,15 @@ for _metric, _names in {
     "acc": ("train/acc", "train/avg_acc", "train/full_acc", "acc", "accuracy", "train_acc"),
     "lr": ("train/lr", "lr", "learning_rate", "train/learning_rate"),
     "epoch": ("epoch", "train/epoch"),
+    # tokens seen so far (HF Trainer with include_num_input_tokens_seen): the plots' axis
+    "tokens": (
+        "num_input_tokens_seen",
+        "train/num_input_tokens_seen",
+        "tokens_seen",
+        "train/tokens_seen",
+        "consumed_tokens",
+        "train/consumed_tokens",
+    ),
     "eval_loss": ("eval/avg_loss", "eval/loss", "eval_loss", "val/loss", "val/loss_epoch"),
     "eval_acc": ("eval/avg_acc", "eval/acc", "eval_acc", "val/full_acc", "val/full_acc_epoch"),
 }.items():

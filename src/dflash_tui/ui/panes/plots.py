@@ -50,6 +50,7 @@ from textual.containers import Container, Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from dflash_tui.monitor.axes import elapsed, tokens_seen
 from dflash_tui.monitor.history import HistorySeries
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui import overlay
@@ -200,6 +201,7 @@ class PlotsPane(PaneMixin, Vertical):
         self.drawn_runs: tuple[str, ...] = ()  # the runs the last redraw overlaid (tests)
         self.status_text = ""
         self._smoothed: dict[tuple[int, str, float], list[float]] = {}
+        self._tokens: dict[int, tuple[list[float], bool]] = {}  # id(series) -> tokens_seen
 
     def compose(self) -> ComposeResult:
         yield Static("", id="plots-title", markup=False)
@@ -345,12 +347,34 @@ class PlotsPane(PaneMixin, Vertical):
         """Forget smoothed columns of series no longer drawn."""
         alive = {id(r.series) for r in runs} | {id(self._series)}
         self._smoothed = {k: v for k, v in self._smoothed.items() if k[0] in alive}
+        self._tokens = {k: v for k, v in self._tokens.items() if k in alive}
 
     def _on_time(self, series: HistorySeries) -> bool:
-        return self.options.x_axis == "time" and not series.served
+        """The x axis is not steps: wall time or tokens seen (a server's reports: steps)."""
+        return self.options.x_axis != "step" and not series.served
+
+    def _tokens_of(self, series: HistorySeries) -> tuple[list[float], bool]:
+        """Tokens seen at each point of `series`, and whether integrated from tok/s."""
+        found = self._tokens.get(id(series))
+        if found is None:
+            found = self._tokens[id(series)] = tokens_seen(series.tokens, series.time, series.tok_s)
+        return found
+
+    def _integrated(self, series: Sequence[HistorySeries]) -> bool:
+        """Some series on a tokens axis counts tokens from tok/s (the status line says so)."""
+        return self.options.x_axis == "tokens" and any(
+            self._tokens_of(s)[1] for s in series if self._on_time(s)
+        )
 
     def _time_unit(self, series: Sequence[HistorySeries]) -> tuple[str, float]:
-        """The unit of the time axis: what the longest of the runs reads best in."""
+        """The unit of the axis: what the longest of the runs reads best in."""
+        if self.options.x_axis == "tokens":
+            largest = [
+                max((v for v in self._tokens_of(s)[0] if math.isfinite(v)), default=0.0)
+                for s in series
+                if self._on_time(s)
+            ]
+            return overlay.token_unit(max(largest, default=0.0))
         spans = [
             t[-1] - t[0]
             for s in series
@@ -359,13 +383,15 @@ class PlotsPane(PaneMixin, Vertical):
         return overlay.time_unit(max(spans, default=0.0))
 
     def _xs(self, series: HistorySeries, scale: float) -> Sequence[float]:
-        """The x values of `series` on the chosen axis: steps, or the time since its
-        first point in the axis unit (`scale` seconds), NaN where a point has no time."""
+        """The x values of `series` on the chosen axis: steps, the time since its first
+        point or the tokens seen, in the axis unit (`scale`), NaN where a point has none."""
         if not self._on_time(series):
             return series.steps
+        if self.options.x_axis == "tokens":
+            return [t / scale for t in self._tokens_of(series)[0]]
         if not series.time:
             return [math.nan] * len(series)
-        return [s / scale for s in overlay.elapsed(series.time)]
+        return [s / scale for s in elapsed(series.time)]
 
     def _draw_chart(
         self, view: ChartView, chart: Chart, runs: tuple[PlotRun, ...], *, axis: bool
@@ -482,7 +508,8 @@ class PlotsPane(PaneMixin, Vertical):
 
     def _draw_status(self, runs: tuple[PlotRun, ...]) -> None:
         """The line over the charts: the legend (marked runs) and the options."""
-        options = self.options.describe()
+        drawn = [r.series for r in runs] or ([self._series] if self._series is not None else [])
+        options = self.options.describe(integrated=self._integrated(drawn))
         width = max(20, self.size.width)
         text = Text(no_wrap=True, overflow="ellipsis")
         if runs:
