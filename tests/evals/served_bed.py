@@ -23,6 +23,29 @@ MAX_NEW = 24
 FAILURES = ("refuse", "oom", "die", "nospec")
 
 
+def standin_engines() -> list[str]:
+    """The stand-in engines running now, as "PID PGID ARGV" lines: the processes whose
+    script is STANDIN, from /proc/PID/cmdline. Not from `ps`: it cuts its lines at
+    $COLUMNS, which a pytest process hands every child as 80 (its capture imports
+    readline, which exports the terminal's size at the C level, out of `os.environ`'s
+    sight), so a long checkout path hid the engine; and the bench's own processes name
+    STANDIN inside their `--engine-command` argument without being an engine."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = [
+                a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0")
+            ]
+            pgid = (entry / "stat").read_text().rsplit(") ", 1)[1].split()[2]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if len(argv) > 1 and argv[1] == str(STANDIN):
+            found.append(f"{entry.name} {pgid} {' '.join(a for a in argv if a)}")
+    return found
+
+
 @dataclass(frozen=True)
 class Models:
     target: Path

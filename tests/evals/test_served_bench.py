@@ -25,7 +25,13 @@ from typing import Any
 import pytest
 
 from dflash_tui.evals.jobs.preflight import REFUSED
-from tests.evals.served_bed import FAILURES, STANDIN, Models, models  # noqa: F401 - a fixture
+from tests.evals.served_bed import (  # noqa: F401 - a fixture
+    FAILURES,
+    STANDIN,
+    Models,
+    models,
+    standin_engines,
+)
 from tests.testbed import SshdHost
 from tests.waiting import wait_until
 
@@ -58,11 +64,8 @@ class Bed:
         return doc.get("job", doc)
 
     def engines(self) -> list[str]:
-        """The stand-in engines in the host's process table (`ps`), as lines."""
-        ps = subprocess.run(["ps", "-eo", "pid,pgid,args"], capture_output=True, text=True)
-        return [
-            line for line in ps.stdout.splitlines() if str(STANDIN) in line and "ps -eo" not in line
-        ]
+        """The stand-in engines in the host's process table, as "PID PGID ARGV" lines."""
+        return standin_engines()
 
 
 @pytest.fixture
@@ -92,9 +95,13 @@ device = "cpu"
 """
     bed = Bed(write_config(hosts, extra=extra), host, models)
     yield bed
-    for line in bed.engines():  # a failed test must not leave an engine behind
+    # a failed test must leave no engine, nor the bench that would start its next one
+    for line in bed.engines():
+        pid, pgid = (int(word) for word in line.split()[:2])
         with contextlib.suppress(ProcessLookupError):
-            os.kill(int(line.split()[0]), signal.SIGKILL)
+            if pgid != os.getpgrp():  # the job's own group (setsid), never ours
+                os.killpg(pgid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_console_killed_mid_bench_leaves_the_job_to_finish_and_the_board_shows_it(
@@ -114,13 +121,14 @@ def test_a_console_killed_mid_bench_leaves_the_job_to_finish_and_the_board_shows
             interval=0.5,
         )
         job_id = listed[0]["id"]
+        # an engine runs in each phase but not at every instant (none between the two),
+        # so both are asked of one moment
         wait_until(
-            lambda: (bed.job(job_id).get("progress_done") or 0) >= 1,
-            "the engine serving the first prompt",
+            lambda: (bed.job(job_id).get("progress_done") or 0) >= 1 and bed.engines(),
+            "the engine serving, past the first prompt, in the host's process table",
             timeout=240,
             interval=0.5,
         )
-        assert bed.engines(), "the engine runs on the host"
     finally:
         console.kill()  # the console dies mid-bench (SIGKILL: no cleanup of its own)
         console.communicate()
@@ -158,7 +166,7 @@ def test_a_cancelled_bench_leaves_no_engine_on_the_host(bed: Bed) -> None:
     assert code == 0, err
     assert bed.job(job_id)["state"] == "cancelled"
     assert bed.engines() == [], "ps on the host still lists the engine after the cancel"
-    ps = subprocess.run(["ps", "-eo", "pid,pgid,stat,args"], capture_output=True, text=True)
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,pgid,stat,args"], capture_output=True, text=True)
     print("--- ps after the cancel (python processes):")  # the report's evidence (pytest -s)
     print("\n".join(line for line in ps.stdout.splitlines() if "python" in line))
 

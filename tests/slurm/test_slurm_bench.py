@@ -5,7 +5,6 @@ a cancelled one leaves no engine behind. Real Slurm, real sshd (tests/evals/serv
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -18,7 +17,12 @@ from dflash_tui.evals.jobs.benchjobs import BenchOptions
 from dflash_tui.evals.jobs.manager import JobManager, open_eval_state
 from dflash_tui.evals.results.served.store import ServedStore
 from dflash_tui.remote import HostPool
-from tests.evals.served_bed import STANDIN, Models, models  # noqa: F401 - the fixture
+from tests.evals.served_bed import (  # noqa: F401 - the fixture
+    STANDIN,
+    Models,
+    models,
+    standin_engines,
+)
 from tests.slurm.slurmbed import SlurmCluster
 from tests.testbed import SshdHost
 
@@ -66,8 +70,7 @@ device = "cpu"
 
 
 def engines() -> list[str]:
-    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in ps.splitlines() if str(STANDIN) in line]
+    return standin_engines()
 
 
 async def until(manager: JobManager, job_id: str, check, what: str) -> J.Job:  # type: ignore[no-untyped-def]

@@ -133,9 +133,12 @@ def _console(cluster: DemoCluster) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    cluster = DemoCluster(args.dir, port_base=args.port_base)
     if not args.print_config and not args.no_console:
-        return _console(cluster)
+        from dflash_tui.commands.tui import require_terminal
+
+        require_terminal("`dflash-tui demo --no-console` serves the demo without it")
+        return _console(DemoCluster(args.dir, port_base=args.port_base))
+    cluster = DemoCluster(args.dir, port_base=args.port_base)
     try:
         return asyncio.run(_serve(cluster, args.print_config))
     except KeyboardInterrupt:

@@ -32,6 +32,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
 from textual.driver import Driver
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import TabbedContent
@@ -64,7 +65,12 @@ from dflash_tui.ui.screens.help import HelpScreen
 from dflash_tui.ui.screens.log_full import LogScreen
 from dflash_tui.ui.screens.main import PANE_ORDER, MainScreen, wants_split, wants_wide
 from dflash_tui.ui.screens.progress import ProgressScreen
-from dflash_tui.ui.textual_private import LightAppFocus, UncaughtErrorHook, exiting
+from dflash_tui.ui.textual_private import (
+    LightAppFocus,
+    UncaughtErrorHook,
+    being_removed,
+    exiting,
+)
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 from dflash_tui.ui.transfer_actions import TransferActions
 
@@ -182,10 +188,13 @@ class DflashApp(
             self.notify(error, title="notifications are off", severity="warning", timeout=30)
 
     def main_screen_ready(self, screen: MainScreen) -> None:
-        """The main screen is composed: fill every pane and focus the runs table."""
+        """The main screen is composed: fill every pane and focus the runs table, then fit
+        the layout to a size that changed while it was composed (`on_resize`)."""
         self._main_ready = self._up = True
         self.fill_all()
         screen.query_one(RunsTable).focus()
+        if not self._layout_fits(screen, self.size):
+            self.call_later(self._fit_layout, self.size)
 
     @property
     def main(self) -> MainScreen:
@@ -194,19 +203,32 @@ class DflashApp(
                 return screen
         raise LookupError("no main screen")
 
+    @staticmethod
+    def _layout_fits(main: MainScreen, size: Size) -> bool:
+        wide, split = wants_wide(*size), wants_split(*size)
+        return (wide or split, split) == (main.wide, main.split)
+
     async def on_resize(self, event: events.Resize) -> None:
-        width, height = event.size
-        wide, split = wants_wide(width, height), wants_split(width, height)
+        """Lay the main screen out again when the size crosses a threshold. Not while its
+        first compose is under way: recomposing then removes panes that are still being
+        mounted (a Resize at start, as a terminal that reports its size in-band sends);
+        `main_screen_ready` fits the layout once it is composed."""
+        if self._main_ready:
+            await self._fit_layout(event.size)
+
+    async def _fit_layout(self, size: Size) -> None:
         main = self.main
-        if (wide or split, split) == (main.wide, main.split):
+        if self._layout_fits(main, size):
             return
-        main.set_layout(wide, split)
+        main.set_layout(wants_wide(*size), wants_split(*size))
         focused = main.pane_of(self.focused) if self.screen is main else None
         self._main_ready = False
         try:
             await main.recompose()
         finally:
             self._main_ready = True
+        if exiting(self) or being_removed(main) or not main.is_attached:
+            return  # quit while it recomposed: the screen is being torn down
         self.fill_all()
         if self.active_tab and self.active_tab.removeprefix("tab-") in main.tabbed:
             main.query_one(TabbedContent).active = self.active_tab

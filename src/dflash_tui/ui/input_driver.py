@@ -23,14 +23,15 @@ from typing import Any
 
 from textual.drivers.linux_driver import LinuxDriver
 
-from dflash_tui.ui.textual_private import input_parser
+from dflash_tui.ui.textual_private import SizedByItsTerminal, input_parser
 
 TICK_S = 0.1  # how often a pending escape sequence is checked, as Textual does
 TICK_FOR_S = 2.0  # after the last input; far longer than any escape delay
 
 
-class QuietInputDriver(LinuxDriver):
-    """Textual's Linux driver whose input thread blocks while there is no input."""
+class QuietInputDriver(SizedByItsTerminal, LinuxDriver):
+    """Textual's Linux driver whose input thread blocks while there is no input (and that
+    measures the terminal it draws on: `SizedByItsTerminal`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -13,6 +13,8 @@ private API").
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.widget.Widget", "_scroll_update"),
     ("textual.app.App", "_watch_app_focus"),
     ("textual.app.App", "_last_focused_on_app_blur"),  # set in __init__
+    ("textual.drivers.linux_driver.LinuxDriver", "_get_terminal_size"),
 )
 
 
@@ -103,6 +106,34 @@ class LightAppFocus:
         app._last_focused_on_app_blur = None
         if last is not None and last.is_attached and last.screen is screen and not screen.focused:
             screen.set_focus(last, scroll_visible=False, from_app_focus=True)
+
+
+def drawn_on_size() -> tuple[int, int] | None:
+    """The size of the terminal the console draws on (stderr, else the keyboard's, stdin)
+    while stdout is not a terminal; None where stdout is one, or neither is."""
+    if sys.__stdout__ is not None and sys.__stdout__.isatty():
+        return None
+    for stream in (sys.__stderr__, sys.__stdin__):
+        try:
+            size = os.get_terminal_size(stream.fileno())  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            continue
+        if size.columns > 0 and size.lines > 0:
+            return size.columns, size.lines
+    return None
+
+
+class SizedByItsTerminal:
+    """Mix into a Linux driver before it: the size of the terminal the driver draws on.
+
+    Textual's Linux driver draws on stderr but measures stdout (`shutil`), which a pipe
+    (`dflash-tui demo | tee demo.log`) makes 80x24 in any terminal, while the first frame
+    is laid out for the real size (Rich measures stdin first): the console then ran at
+    80x24 in a larger terminal. Where stdout is a terminal, Textual's own measure."""
+
+    def _get_terminal_size(self) -> tuple[int, int]:
+        size = drawn_on_size()
+        return size if size is not None else super()._get_terminal_size()  # type: ignore[misc]
 
 
 class CachedLog(Guarded, Log):
