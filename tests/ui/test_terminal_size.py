@@ -57,7 +57,9 @@ async def test_a_resize_while_the_main_screen_is_first_composed_waits_for_it(mak
     """The first frame laid out wide (the terminal's size as Rich saw it), the driver's
     size narrow: the layout follows once the screen is composed, and nothing failed."""
     app: DflashApp = make_app()
-    app.get_default_screen = lambda: MainScreen(wide=True, split=True)  # type: ignore[method-assign]
+    app.get_default_screen = lambda: MainScreen(  # type: ignore[method-assign]
+        wide=True, split=True, when_ready=app.main_screen_ready
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot_until(pilot, lambda: app._main_ready and not app.main.wide, "80x24 layout")
         assert len(app.main.query(LogPane)) == 1
