@@ -49,6 +49,12 @@ def main() -> None:
     args = parse()
     spec = json.loads(args.speculative_config) if args.speculative_config else None
     print(f"standin engine pid {os.getpid()} port {args.port} spec {spec}", flush=True)
+    # what vLLM logs at start: the config it runs, the dtype resolved (the stand-in runs float32)
+    print(
+        f"Initializing a V1 LLM engine (vstandin-1) with config: model={args.model!r}, "
+        f"speculative_config={spec}, dtype=torch.float32, max_seq_len=2048",
+        flush=True,
+    )
     if args.fail == "refuse" and spec:
         print(
             f"ValueError: the draft model at {spec['model']} is not a DFlash drafter this "

@@ -58,10 +58,13 @@ class Bed:
         return doc.get("job", doc)
 
     def engines(self) -> list[str]:
-        """The stand-in engines in the host's process table (`ps`), as lines."""
-        ps = subprocess.run(["ps", "-eo", "pid,pgid,args"], capture_output=True, text=True)
+        """The stand-in engines in the host's process table, as lines (`ps -ww`: without it a
+        worktree's long paths are cut at 80 columns and no engine is ever found)."""
+        ps = subprocess.run(["ps", "-wweo", "pid,pgid,args"], capture_output=True, text=True)
         return [
-            line for line in ps.stdout.splitlines() if str(STANDIN) in line and "ps -eo" not in line
+            line
+            for line in ps.stdout.splitlines()
+            if str(STANDIN) in line and "ps -wweo" not in line
         ]
 
 
@@ -120,7 +123,8 @@ def test_a_console_killed_mid_bench_leaves_the_job_to_finish_and_the_board_shows
             timeout=240,
             interval=0.5,
         )
-        assert bed.engines(), "the engine runs on the host"
+        # an engine serves now, or the next phase's starts a moment later
+        wait_until(bed.engines, "an engine running on the host", timeout=120, interval=0.2)
     finally:
         console.kill()  # the console dies mid-bench (SIGKILL: no cleanup of its own)
         console.communicate()
@@ -158,7 +162,7 @@ def test_a_cancelled_bench_leaves_no_engine_on_the_host(bed: Bed) -> None:
     assert code == 0, err
     assert bed.job(job_id)["state"] == "cancelled"
     assert bed.engines() == [], "ps on the host still lists the engine after the cancel"
-    ps = subprocess.run(["ps", "-eo", "pid,pgid,stat,args"], capture_output=True, text=True)
+    ps = subprocess.run(["ps", "-wweo", "pid,pgid,stat,args"], capture_output=True, text=True)
     print("--- ps after the cancel (python processes):")  # the report's evidence (pytest -s)
     print("\n".join(line for line in ps.stdout.splitlines() if "python" in line))
 

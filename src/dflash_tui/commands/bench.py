@@ -38,6 +38,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--engine", choices=ENGINES, default="vllm")
     p.add_argument("--k", type=int, help="draft tokens per step (default: block size - 1)")
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help="timed rounds of every task on each engine, for the speedup's 95%% interval "
+        "(default 3)",
+    )
     p.add_argument("--port", type=int, help="the engine's loopback port (default: a free one)")
     p.add_argument("--health-timeout", type=float, help="seconds the engine gets to answer /health")
     p.add_argument("--wait", action="store_true", help="follow the job to its end, then collect")
@@ -52,6 +58,7 @@ async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
         concurrency=args.concurrency,
         port=args.port,
         health_timeout_s=args.health_timeout,
+        rounds=args.rounds,
     )
     async with eval_context(args.config) as ctx:
         manager = ctx.manager

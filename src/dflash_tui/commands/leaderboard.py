@@ -37,12 +37,14 @@ from dflash_tui.evals.results.served.beside import (
 )
 from dflash_tui.evals.results.served.board import (
     SERVED_LABEL,
+    SPREAD_NOTE,
     ServedSection,
     format_speedup,
     format_tau,
     row_cells,
     served_section,
     served_suites,
+    spread_unsure,
 )
 from dflash_tui.evals.results.served.dflash_served import SUITE_TASK
 from dflash_tui.evals.results.served.field_table import field_rows, render
@@ -141,7 +143,9 @@ def _newest_sha(section: ServedSection, checkpoint: str) -> str | None:
 def _served_cells(cells: dict[str, Any], beside: ServedBeside | None) -> dict[str, Any]:
     if beside is not None:
         cells["served_tau"] = format_tau(beside.tau)
-        cells["served_speedup"] = format_speedup(beside.speedup)
+        cells["served_speedup"] = format_speedup(
+            beside.speedup, beside.speedup_low, beside.speedup_high
+        )
         cells["served_gap"] = format_gap(beside.suite_gap)
     return cells
 
@@ -156,6 +160,8 @@ def _served_notes(beside: dict[str, ServedBeside]) -> list[str]:
             + ", ".join(differ)
             + ": compare them only within one setting (--json has each row's settings)"
         )
+    if any(b.speedup_unsure for b in beside.values()):
+        notes.append(SPREAD_NOTE)
     for name, b in beside.items():
         for task in b.flagged_tasks:
             gap = b.tasks[task]
@@ -300,6 +306,8 @@ def _print_served(section: ServedSection) -> None:
     width = terminal_width()
     shown, left_out = fit_columns(rows, SERVED_TABLE, width, SERVED_PRIORITY)
     print(format_table(rows, shown))
+    if spread_unsure(r.entry for r in section.rows):
+        print(textwrap.fill(f"note: {SPREAD_NOTE}", width or 200, subsequent_indent="      "))
     _say_left_out(left_out, width)
 
 

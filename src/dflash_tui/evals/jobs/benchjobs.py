@@ -34,6 +34,7 @@ class BenchOptions:
     concurrency: int = 1
     port: int | None = None  # loopback port on the host (default: a free one)
     health_timeout_s: float | None = None
+    rounds: int | None = None  # timed rounds per task and engine (default: the program's)
 
     def check(self) -> None:
         """JobError (exit 2) for a setting no bench can run with."""
@@ -43,6 +44,8 @@ class BenchOptions:
             raise JobError(f"--k expects a positive number of draft tokens; got {self.k}", 2)
         if self.concurrency < 1:
             raise JobError(f"--concurrency expects at least 1; got {self.concurrency}", 2)
+        if self.rounds is not None and self.rounds < 1:
+            raise JobError(f"--rounds expects at least 1; got {self.rounds}", 2)
         if self.port is not None and not 0 < self.port < 65536:
             raise JobError(f"--port expects 1..65535; got {self.port}", 2)
 
@@ -73,6 +76,8 @@ def bench_args(config: Config, job: Job, suite: SuiteConfig, drafter_path: str) 
         args += ["--k", str(opts.k)]
     if opts.port is not None:
         args += ["--port", str(opts.port)]
+    if opts.rounds is not None:
+        args += ["--rounds", str(opts.rounds)]
     if opts.health_timeout_s is not None:
         args += ["--health-timeout", str(opts.health_timeout_s)]
     return tuple(args)

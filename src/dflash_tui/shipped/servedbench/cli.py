@@ -13,7 +13,7 @@ from pathlib import Path
 from ..common.cli import emit, fail, positive, run_guarded
 from ..common.errors import InputError
 from .prompts import draft_length, target_of
-from .run import Options, run
+from .run import DEFAULT_ROUNDS, Options, run
 
 
 def _argv(text: str) -> tuple[str, ...]:
@@ -46,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--port", type=int, default=0, help="loopback port (0: a free one)")
     p.add_argument("--health-timeout", type=float, default=900.0, help="seconds for /health")
+    p.add_argument(
+        "--rounds",
+        type=positive,
+        default=DEFAULT_ROUNDS,
+        help=f"timed rounds of every task per engine, for the speedup's interval "
+        f"(default {DEFAULT_ROUNDS}; the counting pass comes first, untimed)",
+    )
     p.add_argument("--no-baseline", dest="baseline", action="store_false")
     p.add_argument("--engine-arg", action="append", default=[], help="one more engine argument")
     return p
@@ -99,6 +106,7 @@ def _run(args: argparse.Namespace) -> int:
         health_timeout_s=args.health_timeout,
         baseline=args.baseline,
         extra=tuple(args.engine_arg),
+        rounds=args.rounds,
     )
     summary: dict[str, object] = {}
 

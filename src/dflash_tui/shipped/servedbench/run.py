@@ -1,12 +1,18 @@
 """One served bench: the speculative phase, then the baseline, each with its own engine.
 
-Each task (the samples of one name) is bracketed by `/metrics` reads: served tau
-= 1 + d(accepted) / d(drafts), position i's rate = d(accepted at i) / d(drafts).
-On the same prompts vLLM counts accepted drafts past `max_tokens`: every verify
-step adds its accepted drafts plus one token, the prefill one token, and the
-request keeps only `max_tokens`, so past_end = requests + drafts + accepted -
-output tokens, and `1 + (accepted - past_end) / drafts` is what the cache's
-greedy walk (`tau_greedy`) counts. Both are written; the board compares them.
+Each phase first sends every prompt once uncounted by the clock (the counting
+pass, which also warms the engine): each task is bracketed by `/metrics` reads:
+served tau = 1 + d(accepted) / d(drafts), position i's rate = d(accepted at i) /
+d(drafts). On the same prompts vLLM counts accepted drafts past `max_tokens`:
+every verify step adds its accepted drafts plus one token, the prefill one token,
+and the request keeps only `max_tokens`, so past_end = requests + drafts +
+accepted - output tokens, and `1 + (accepted - past_end) / drafts` is what the
+cache's greedy walk (`tau_greedy`) counts. Both are written; the board compares them.
+
+Then `rounds` timed rounds send every task again; each task's throughput is the
+mean over its rounds and its speedup carries the rounds' 95% interval
+(`spread.ratio_interval`): on a loaded host one round's throughput can be off by
+2x, and a speedup whose interval holds 1.0 is marked as such.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -27,12 +34,13 @@ from typing import Any
 
 from ..common.errors import RunFailure
 from . import FORMAT
-from .client import Counters, http_get, post_json, read_counters
-from .engine import Engine, EngineSpec, check_command, check_port_free, free_port
+from .client import Counters
+from .engine import check_command, check_port_free, free_port
+from .phase import Answer, Emit, Phase
 from .prompts import Prompt, prompts_sha256, read_prompts
+from .spread import ratio_interval
 
-Emit = Callable[[dict[str, Any]], None]
-DYING_S = 10.0  # how long a failed request waits for the engine's exit before blaming the request
+DEFAULT_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,7 @@ class Options:
     request_timeout_s: float = 600.0
     baseline: bool = True
     extra: tuple[str, ...] = ()
+    rounds: int = DEFAULT_ROUNDS
 
 
 def _tasks(prompts: list[Prompt]) -> dict[str, list[Prompt]]:
@@ -82,122 +91,63 @@ def _gpu() -> tuple[str, int]:
     return "unknown", 0
 
 
-class Phase:
-    """One engine's life: start, health, the prompts task by task, stop (always)."""
+def _send(
+    phase: Phase, prompts: list[Prompt], concurrency: int, done: Callable[[], None]
+) -> tuple[list[Answer], float]:
+    """Every prompt, `concurrency` at a time: the answers in prompt order and the wall time."""
+    start = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
+        futures = [pool.submit(phase.request, p) for p in prompts]
+        answers = []
+        for f in futures:
+            answers.append(f.result())
+            done()
+    finally:  # a failure or SIGTERM must not wait for requests in flight
+        pool.shutdown(wait=False, cancel_futures=True)
+    return answers, time.monotonic() - start
 
-    def __init__(self, opts: Options, name: str, drafter: str | None, port: int, emit: Emit):
-        self.opts, self.name, self.emit = opts, name, emit
-        spec = EngineSpec(
-            opts.engine, opts.command, opts.target, drafter, opts.k, opts.dtype, port, opts.extra
-        )
-        self.engine = Engine(spec, opts.out.parent / f"engine-{name}.log")
-        self.version: str | None = None
 
-    def __enter__(self) -> Phase:
-        self.emit({"event": "phase", "phase": self.name, "state": "starting"})
-        self.engine.start()
-        try:
-            self.engine.wait_healthy(self.opts.health_timeout_s, lambda _w: None)
-        except BaseException:
-            self.engine.stop()  # no __exit__ for a failed __enter__
-            raise
-        with contextlib.suppress(OSError, ValueError):
-            status, body = http_get(f"{self.engine.url}/version", timeout=5.0)
-            if status == 200:
-                self.version = str(json.loads(body).get("version"))
-        self.emit({"event": "phase", "phase": self.name, "state": "serving"})
-        return self
+def _counting_pass(
+    phase: Phase, prompts: list[Prompt], concurrency: int, done: Callable[[], None]
+) -> dict[str, Any]:
+    """The task once, bracketed by /metrics reads: its output and the engine's counts."""
+    before = phase.counters() if phase.opts.engine == "vllm" else None
+    answers, _ = _send(phase, prompts, concurrency, done)
+    output = sum(a.output_tokens for a in answers)
+    row: dict[str, Any] = {
+        "requests": len(prompts),
+        "output_tokens": output,
+        "max_tokens": sum(p.max_tokens for p in prompts),
+    }
+    if before is not None:
+        row.update(_spec_figures(before, phase.counters(), len(prompts), output))
+    return row
 
-    def __exit__(self, *_: object) -> None:
-        self.engine.stop()
 
-    def counters(self) -> Counters:
-        try:
-            return read_counters(self.engine.url)
-        except (OSError, ValueError) as exc:
-            if self.engine.exits_within(DYING_S):
-                raise self.engine.died("mid-run") from None
-            raise RunFailure(f"cannot read {self.engine.url}/metrics: {exc}") from None
-
-    def request(self, prompt: Prompt) -> dict[str, Any]:
-        """One greedy completion of `prompt`: its output tokens and the engine's own counts."""
-        doc: dict[str, Any]
-        if self.opts.engine == "sglang":
-            url, doc = (
-                f"{self.engine.url}/generate",
-                {
-                    "input_ids": list(prompt.input_ids),
-                    "sampling_params": {
-                        "temperature": 0,
-                        "max_new_tokens": prompt.max_tokens,
-                        "ignore_eos": True,
-                    },
-                },
-            )
-        else:
-            url, doc = (
-                f"{self.engine.url}/v1/completions",
-                {
-                    "model": "dflash-bench",
-                    "prompt": list(prompt.input_ids),
-                    "max_tokens": prompt.max_tokens,
-                    "temperature": 0,
-                    # the cached continuation ends where the target ended it (its end
-                    # token included): exactly max_tokens, as the cache holds
-                    "ignore_eos": True,
-                },
-            )
-        try:
-            status, body = post_json(url, doc, self.opts.request_timeout_s)
-        except OSError as exc:
-            if self.engine.exits_within(DYING_S):
-                raise self.engine.died("mid-run") from None
-            raise RunFailure(f"request to {url} failed: {exc}") from None
-        if status != 200 or not isinstance(body, dict):
-            if self.engine.exits_within(DYING_S):
-                raise self.engine.died("mid-run")
-            raise RunFailure(f"{url} answered {status}: {str(body)[:300]}")
-        if self.opts.engine == "sglang":
-            meta = body.get("meta_info", {})
-            out = {"output_tokens": int(meta.get("completion_tokens", 0))}
-            if meta.get("spec_verify_ct"):
-                out["verify_steps"] = int(meta["spec_verify_ct"])
-            return out
-        usage = body.get("usage") or {}
-        return {"output_tokens": int(usage.get("completion_tokens", 0))}
-
-    def task(self, name: str, prompts: list[Prompt], done: Callable[[], None]) -> dict[str, Any]:
-        """Send `prompts` (`concurrency` at a time), bracketed by /metrics reads."""
-        before = self.counters() if self.opts.engine == "vllm" else None
-        start = time.monotonic()
-        pool = ThreadPoolExecutor(max_workers=self.opts.concurrency)
-        try:
-            futures = [pool.submit(self.request, p) for p in prompts]
-            answers = []
-            for f in futures:
-                answers.append(f.result())
-                done()
-        finally:  # a failure or SIGTERM must not wait for requests in flight
-            pool.shutdown(wait=False, cancel_futures=True)
-        wall = time.monotonic() - start
-        output = sum(a["output_tokens"] for a in answers)
-        row: dict[str, Any] = {
-            "requests": len(prompts),
-            "output_tokens": output,
-            "max_tokens": sum(p.max_tokens for p in prompts),
-            "wall_s": wall,
-            "tok_s": output / wall if wall > 0 else None,
-        }
-        if before is not None:
-            after = self.counters()
-            row.update(_spec_figures(before, after, len(prompts), output))
-        steps = [a["verify_steps"] for a in answers if "verify_steps" in a]
-        if steps and len(steps) == len(answers):
-            row["per_request_tau"] = [
-                (a["output_tokens"] - 1) / a["verify_steps"] if a["verify_steps"] else None
-                for a in answers
-            ]
-        return row
+def measure(
+    phase: Phase,
+    tasks: dict[str, list[Prompt]],
+    concurrency: int,
+    done: Callable[[], None],
+) -> tuple[dict[str, dict[str, Any]], list[float]]:
+    """Each task's counting pass, then `rounds` timed rounds over every task in turn:
+    the task rows (with `tok_s_rounds`) and the suite's throughput per round."""
+    rows = {name: _counting_pass(phase, group, concurrency, done) for name, group in tasks.items()}
+    suite_rounds = []
+    for _ in range(phase.opts.rounds):
+        out_total, wall_total = 0, 0.0
+        for name, group in tasks.items():
+            answers, wall = _send(phase, group, concurrency, done)
+            output = sum(a.output_tokens for a in answers)
+            rows[name].setdefault("tok_s_rounds", []).append(output / wall if wall > 0 else 0.0)
+            rows[name]["wall_s"] = rows[name].get("wall_s", 0.0) + wall
+            out_total, wall_total = out_total + output, wall_total + wall
+        suite_rounds.append(out_total / wall_total if wall_total > 0 else 0.0)
+    for row in rows.values():
+        timed = row.get("tok_s_rounds") or []
+        row["tok_s"] = statistics.fmean(timed) if timed else None
+    return rows, suite_rounds
 
 
 def _spec_figures(before: Counters, after: Counters, requests: int, output: int) -> dict[str, Any]:
@@ -227,15 +177,25 @@ def _suite(rows: dict[str, dict[str, Any]], keys: tuple[str, ...]) -> dict[str, 
     return {k: sum(r.get(k) or 0 for r in rows.values()) for k in keys}
 
 
+@dataclass
+class Measured:
+    """One phase's rows, the suite's per-round throughput, and what its engine reported."""
+
+    rows: dict[str, dict[str, Any]]
+    suite_rounds: list[float]
+    version: str | None
+    settings: dict[str, Any]
+
+
 def run(opts: Options, emit: Emit) -> dict[str, Any]:
     """The whole bench; returns the dflash-served/1 document (also written to `opts.out`)."""
     prompts = read_prompts(opts.cache)
     tasks = _tasks(prompts)
-    host_key = opts.engine
-    check_command(opts.engine, opts.command, host_key)
+    check_command(opts.engine, opts.command, opts.engine)
     port = opts.port or free_port()
     check_port_free(port)
-    total = len(prompts) * (2 if opts.baseline else 1)
+    passes = 1 + opts.rounds
+    total = len(prompts) * passes * (2 if opts.baseline else 1)
     sent = [0]
 
     def done() -> None:
@@ -245,8 +205,6 @@ def run(opts: Options, emit: Emit) -> dict[str, Any]:
     emit({"event": "start", "prompts": len(prompts), "tasks": list(tasks), "port": port})
     emit({"event": "progress", "done": 0, "total": total})
     gpu_name, gpu_count = _gpu()
-    spec_rows: dict[str, dict[str, Any]] = {}
-    base_rows: dict[str, dict[str, Any]] = {}
     with Phase(opts, "speculative", opts.drafter, port, emit) as phase:
         first = phase.counters() if opts.engine == "vllm" else None
         if first is not None and not first.has_spec:
@@ -257,47 +215,66 @@ def run(opts: Options, emit: Emit) -> dict[str, Any]:
                 hint="check that the engine accepted --speculative-config (its log) and that "
                 "it is a vLLM with DFlash support",
             )
-        version = phase.version
-        for name, group in tasks.items():
-            spec_rows[name] = phase.task(name, group, done)
+        spec = Measured(*measure(phase, tasks, opts.concurrency, done), phase.version, {})
+        spec.settings = phase.settings()
+    base = None
     if opts.baseline:
         with Phase(opts, "baseline", None, port, emit) as phase:
-            for name, group in tasks.items():
-                base_rows[name] = phase.task(name, group, done)
-    doc = _document(opts, prompts, spec_rows, base_rows, version, gpu_name, gpu_count)
+            base = Measured(*measure(phase, tasks, opts.concurrency, done), phase.version, {})
+            base.settings = phase.settings()
+    doc = _document(opts, prompts, spec, base, gpu_name, gpu_count)
     part = opts.out.with_name(opts.out.name + ".part")
     part.write_text(json.dumps(doc, indent=1) + "\n")
     part.replace(opts.out)
     return doc
 
 
+def _with_baseline(
+    row: dict[str, Any], top: list[float], base: dict[str, Any] | None, bottom: list[float] | None
+) -> dict[str, Any]:
+    """`row` with the baseline's throughput and the speedup's interval over the rounds."""
+    if base is None or not bottom:
+        return {**row, "baseline_tok_s": None, "speedup": None}
+    ratio = ratio_interval(top, bottom)
+    return {
+        **row,
+        "baseline_tok_s": base.get("tok_s"),
+        "baseline_tok_s_rounds": bottom,
+        "speedup": ratio["speedup"],
+        "speedup_low": ratio.get("speedup_low"),
+        "speedup_high": ratio.get("speedup_high"),
+        "speedup_includes_one": ratio.get("includes_one"),
+    }
+
+
 def _document(
     opts: Options,
     prompts: list[Prompt],
-    spec_rows: dict[str, dict[str, Any]],
-    base_rows: dict[str, dict[str, Any]],
-    version: str | None,
+    spec: Measured,
+    base: Measured | None,
     gpu_name: str,
     gpu_count: int,
 ) -> dict[str, Any]:
     tasks: dict[str, Any] = {}
-    for name, row in spec_rows.items():
-        base = base_rows.get(name, {})
-        speedup = row["tok_s"] / base["tok_s"] if row.get("tok_s") and base.get("tok_s") else None
-        tasks[name] = {**row, "baseline_tok_s": base.get("tok_s"), "speedup": speedup}
+    for name, row in spec.rows.items():
+        b = base.rows.get(name) if base else None
+        tasks[name] = _with_baseline(
+            row, row.get("tok_s_rounds") or [], b, (b or {}).get("tok_s_rounds")
+        )
     keys = ("requests", "output_tokens", "wall_s", "drafts", "draft_tokens", "accepted", "past_end")
-    s = _suite(spec_rows, keys)
-    b = _suite(base_rows, ("output_tokens", "wall_s"))
+    s = _suite(spec.rows, keys)
     suite: dict[str, Any] = {
         "requests": int(s["requests"]),
         "output_tokens": int(s["output_tokens"]),
-        "tok_s": s["output_tokens"] / s["wall_s"] if s["wall_s"] else None,
-        "baseline_tok_s": b["output_tokens"] / b["wall_s"] if b["wall_s"] else None,
+        "wall_s": s["wall_s"],
+        "tok_s": statistics.fmean(spec.suite_rounds) if spec.suite_rounds else None,
+        "tok_s_rounds": spec.suite_rounds,
     }
-    suite["speedup"] = (
-        suite["tok_s"] / suite["baseline_tok_s"]
-        if suite["tok_s"] and suite["baseline_tok_s"]
-        else None
+    base_suite = None
+    if base is not None and base.suite_rounds:
+        base_suite = {"tok_s": statistics.fmean(base.suite_rounds)}
+    suite = _with_baseline(
+        suite, spec.suite_rounds, base_suite, base.suite_rounds if base else None
     )
     if s["drafts"]:
         suite.update(
@@ -311,15 +288,21 @@ def _document(
         "format": FORMAT,
         "settings": {
             "engine": opts.engine,
-            "engine_version": version,
+            "engine_version": spec.version,
             "k": opts.k,
-            "dtype": opts.dtype,
+            "dtype": spec.settings.get("dtype", opts.dtype),
             "gpu": gpu_name,
             "gpu_count": gpu_count,
             "concurrency": opts.concurrency,
             "max_tokens": "continuation",
             "temperature": 0.0,
             "prompts_sha256": prompts_sha256(prompts),
+            "rounds": opts.rounds,
+        },
+        "ran": {
+            "speculative": spec.settings,
+            "baseline": base.settings if base else None,
+            "dtype_asked": opts.dtype,
         },
         "target": opts.target,
         "drafter": opts.drafter,

@@ -2,12 +2,16 @@
 
     {"format": "dflash-served/1",
      "settings": {"engine", "engine_version", "k", "dtype", "gpu", "gpu_count",
-                  "concurrency", "max_tokens", "temperature", "prompts_sha256"},
+                  "concurrency", "max_tokens", "temperature", "prompts_sha256", "rounds"},
+     "ran": {"speculative": {"dtype", "dtype_source"}, "baseline": {...}, "dtype_asked"},
      "target": DIR, "drafter": DIR, "host", "python", "finished_at",
      "tasks": {NAME: {"requests", "output_tokens", "max_tokens", "wall_s", "tok_s",
                       "baseline_tok_s", "speedup", "drafts", "draft_tokens", "accepted",
                       "served_tau", "past_end", "tau_within_max_tokens",
-                      "per_position": [rate at 0, 1, ...]}},
+                      "per_position": [rate at 0, 1, ...],
+                      "tok_s_rounds", "baseline_tok_s_rounds": [each timed round's tok/s],
+                      "speedup_low", "speedup_high": its 95% interval over the rounds,
+                      "speedup_includes_one"}},
      "suite": {the same sums and ratios over every task}}
 
 One entry per task, plus the suite's as task `SUITE_TASK`. `tau` is the engine's
@@ -41,6 +45,11 @@ DETAIL_KEYS = (
     "tau_within_max_tokens",
     "per_position",
     "per_request_tau",
+    "tok_s_rounds",
+    "baseline_tok_s_rounds",
+    "speedup_low",
+    "speedup_high",
+    "speedup_includes_one",
 )
 
 
