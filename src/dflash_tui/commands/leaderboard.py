@@ -287,6 +287,8 @@ SERVED_TABLE = [
     ("task", "TASK"),
     ("method", "METHOD"),
     ("served_tau", "SERVED TAU"),
+    ("req_tau", "MEAN/REQ"),
+    ("tau_spread", "P10/P50/P90"),
     ("tok_s", "TOK/S"),
     ("speedup", "SPEEDUP"),
     ("settings", "SETTINGS"),
@@ -294,7 +296,16 @@ SERVED_TABLE = [
 ]
 
 
-SERVED_PRIORITY = ["checkpoint", "served_tau", "task", "method", "speedup", "tok_s"]
+SERVED_PRIORITY = [
+    "checkpoint",
+    "served_tau",
+    "task",
+    "method",
+    "speedup",
+    "req_tau",
+    "tau_spread",
+    "tok_s",
+]
 
 
 def _print_served(section: ServedSection) -> None:
@@ -304,7 +315,9 @@ def _print_served(section: ServedSection) -> None:
     print(f"\n-- {section.suite} / {SERVED_LABEL}")
     rows = [row_cells(r) for r in section.rows]
     width = terminal_width()
-    shown, left_out = fit_columns(rows, SERVED_TABLE, width, SERVED_PRIORITY)
+    spread = ("req_tau", "tau_spread")  # only benches with per-request tau have them
+    table = [c for c in SERVED_TABLE if c[0] not in spread or any(r[c[0]] != "-" for r in rows)]
+    shown, left_out = fit_columns(rows, table, width, SERVED_PRIORITY)
     print(format_table(rows, shown))
     if spread_unsure(r.entry for r in section.rows):
         print(textwrap.fill(f"note: {SPREAD_NOTE}", width or 200, subsequent_indent="      "))

@@ -36,9 +36,10 @@ from ..common.errors import RunFailure
 from . import FORMAT
 from .client import Counters
 from .engine import check_command, check_port_free, free_port
+from .perrequest import Counts, from_counters, record
 from .phase import Answer, Emit, Phase
 from .prompts import Prompt, prompts_sha256, read_prompts
-from .spread import ratio_interval
+from .spread import add_histograms, ratio_interval, request_spread
 
 DEFAULT_ROUNDS = 3
 
@@ -108,21 +109,77 @@ def _send(
     return answers, time.monotonic() - start
 
 
+def _one_by_one(
+    phase: Phase, prompts: list[Prompt], done: Callable[[], None], before: Counters
+) -> tuple[list[Answer], list[Counts | None], Counters]:
+    """Each prompt alone, between two `/metrics` reads (concurrency 1): the answers, each
+    request's counts (the engine's own where it gave them) and the last read."""
+    answers, counts = [], []
+    for prompt in prompts:
+        answer = phase.request(prompt)
+        done()
+        after = phase.counters()
+        answers.append(answer)
+        counts.append(answer.counts or from_counters(before, after, phase.opts.k))
+        before = after
+    return answers, counts, before
+
+
 def _counting_pass(
-    phase: Phase, prompts: list[Prompt], concurrency: int, done: Callable[[], None]
+    phase: Phase, name: str, prompts: list[Prompt], concurrency: int, done: Callable[[], None]
 ) -> dict[str, Any]:
-    """The task once, bracketed by /metrics reads: its output and the engine's counts."""
-    before = phase.counters() if phase.opts.engine == "vllm" else None
-    answers, _ = _send(phase, prompts, concurrency, done)
+    """The task once, untimed: its output, the engine's counts for the task (the /metrics
+    difference on vLLM, the sum of per-request `meta_info` on SGLang) and per request."""
+    vllm = phase.opts.engine == "vllm"
+    first = phase.counters() if vllm else None
+    last: Counters | None
+    if first is not None and concurrency == 1:
+        answers, counts, last = _one_by_one(phase, prompts, done, first)
+    else:
+        answers, _ = _send(phase, prompts, concurrency, done)
+        counts = [a.counts for a in answers]
+        last = phase.counters() if vllm else None
     output = sum(a.output_tokens for a in answers)
     row: dict[str, Any] = {
         "requests": len(prompts),
         "output_tokens": output,
         "max_tokens": sum(p.max_tokens for p in prompts),
     }
-    if before is not None:
-        row.update(_spec_figures(before, phase.counters(), len(prompts), output))
+    requests = [
+        record(name, a.prompt_tokens, a.output_tokens, c)
+        for a, c in zip(answers, counts, strict=True)
+    ]
+    if first is not None and last is not None:
+        row.update(_spec_figures(first, last, len(prompts), output))
+    elif any(c is not None for c in counts):
+        row.update(_summed_figures(requests, phase.opts.k))
+    if any("tau" in r for r in requests):
+        row["per_request"] = requests
+        row.update(request_spread(requests))
     return row
+
+
+def _summed_figures(requests: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """The task's figures from its requests' own counts (SGLang's `meta_info`): never from
+    SGLang's /metrics, whose acceptance is a gauge averaged over the server's life."""
+    drafts = sum(r.get("drafts", 0) for r in requests)
+    if not drafts:
+        return {}
+    accepted = sum(r.get("accepted", 0) for r in requests)
+    past_end = sum(r.get("past_end", 0) for r in requests)
+    out: dict[str, Any] = {
+        "drafts": drafts,
+        "accepted": accepted,
+        "served_tau": 1.0 + accepted / drafts,
+        "past_end": past_end,
+        "tau_within_max_tokens": 1.0 + (accepted - past_end) / drafts,
+    }
+    if all("draft_tokens" in r for r in requests if "drafts" in r):
+        out["draft_tokens"] = sum(r.get("draft_tokens", 0) for r in requests)
+    hist = add_histograms([r["histogram"] for r in requests if "histogram" in r])
+    if hist and sum(hist) == drafts:  # position i accepted by every step accepting > i
+        out["per_position"] = [sum(hist[i + 1 :]) / drafts for i in range(min(k, len(hist) - 1))]
+    return out
 
 
 def measure(
@@ -133,7 +190,9 @@ def measure(
 ) -> tuple[dict[str, dict[str, Any]], list[float]]:
     """Each task's counting pass, then `rounds` timed rounds over every task in turn:
     the task rows (with `tok_s_rounds`) and the suite's throughput per round."""
-    rows = {name: _counting_pass(phase, group, concurrency, done) for name, group in tasks.items()}
+    rows = {
+        name: _counting_pass(phase, name, group, concurrency, done) for name, group in tasks.items()
+    }
     suite_rounds = []
     for _ in range(phase.opts.rounds):
         out_total, wall_total = 0, 0.0
@@ -217,6 +276,12 @@ def run(opts: Options, emit: Emit) -> dict[str, Any]:
             )
         spec = Measured(*measure(phase, tasks, opts.concurrency, done), phase.version, {})
         spec.settings = phase.settings()
+        if opts.engine == "sglang" and not any(r.get("drafts") for r in spec.rows.values()):
+            raise RunFailure(
+                f"{phase.engine.url}/generate answered no spec_verify_ct in meta_info: the "
+                "engine is not drafting with the checkpoint",
+                hint="check that the engine accepted --speculative-algorithm DFLASH (its log)",
+            )
     base = None
     if opts.baseline:
         with Phase(opts, "baseline", None, port, emit) as phase:
@@ -275,6 +340,9 @@ def _document(
         base_suite = {"tok_s": statistics.fmean(base.suite_rounds)}
     suite = _with_baseline(
         suite, spec.suite_rounds, base_suite, base.suite_rounds if base else None
+    )
+    suite.update(
+        request_spread([r for row in spec.rows.values() for r in row.get("per_request", [])])
     )
     if s["drafts"]:
         suite.update(

@@ -240,13 +240,16 @@ class LeaderboardPane(PaneMixin, Vertical):
         ]
         if wide:
             columns += [("settings", "settings"), ("format", "from")]
+        if wide and any(row_cells(r)["req_tau"] != "-" for r in rows):
+            # the per-request spread beside the token-weighted tau
+            columns[4:4] = [("req_tau", "mean/req"), ("tau_spread", "p10/p50/p90")]
         if tuple(columns) != self._served_shape:
             self._served_shape = tuple(columns)
             table.clear(columns=True)
             for key, label in columns:
                 table.add_column(label, key=key)
         table.clear()
-        numeric = {"served_tau", "tok_s", "speedup"}
+        numeric = {"served_tau", "req_tau", "tau_spread", "tok_s", "speedup"}
         for row in rows:
             cells = row_cells(row)
             table.add_row(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_tui.evals.results.served.record import ServedEntry, settings_text
+from dflash_tui.evals.results.served.requests_view import request_mean_text, spread_text
 from dflash_tui.evals.results.served.store import ServedResult, ServedStore
 
 SERVED_LABEL = "served: tau from real decoding (not ranked with the offline streaks)"
@@ -111,6 +112,8 @@ def row_cells(row: ServedResult) -> dict[str, str]:
         "task": e.task,
         "method": e.method,
         "served_tau": format_tau(e.tau),
+        "req_tau": request_mean_text(e.details),
+        "tau_spread": spread_text(e.details),
         "tok_s": format_tok_s(e.throughput_tok_s),
         "speedup": entry_speedup(e),
         "settings": settings_text(e.settings),

@@ -11,7 +11,12 @@
                       "per_position": [rate at 0, 1, ...],
                       "tok_s_rounds", "baseline_tok_s_rounds": [each timed round's tok/s],
                       "speedup_low", "speedup_high": its 95% interval over the rounds,
-                      "speedup_includes_one"}},
+                      "speedup_includes_one",
+                      "per_request": [{"task", "prompt_tokens", "output_tokens", "drafts",
+                                       "accepted", "tau", "past_end", "tau_within_max_tokens",
+                                       "histogram", "source", "engine_tau"}],
+                      "tau_request_mean", "tau_p10", "tau_p50", "tau_p90",
+                      "accept_histogram": [verify steps accepting 0, 1, ... drafts]}},
      "suite": {the same sums and ratios over every task}}
 
 One entry per task, plus the suite's as task `SUITE_TASK`. `tau` is the engine's
@@ -50,6 +55,13 @@ DETAIL_KEYS = (
     "speedup_low",
     "speedup_high",
     "speedup_includes_one",
+    "per_request",
+    "tau_request_mean",
+    "tau_p10",
+    "tau_p50",
+    "tau_p90",
+    "tau_requests",
+    "accept_histogram",
 )
 
 
