@@ -66,7 +66,8 @@ device = "cpu"
 
 
 def engines() -> list[str]:
-    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    # -ww: without it ps cuts args at 80 columns and a long worktree path is never found
+    ps = subprocess.run(["ps", "-wweo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in ps.splitlines() if str(STANDIN) in line]
 
 

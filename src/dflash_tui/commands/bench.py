@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="timed rounds of every task on each engine, for the speedup's 95%% interval "
         "(default 3)",
     )
+    p.add_argument(
+        "--fresh-baseline",
+        action="store_true",
+        help="serve the target alone again instead of reusing the host's kept run for the "
+        "same prompts, target, engine and version, GPU and settings",
+    )
     p.add_argument("--port", type=int, help="the engine's loopback port (default: a free one)")
     p.add_argument("--health-timeout", type=float, help="seconds the engine gets to answer /health")
     p.add_argument("--wait", action="store_true", help="follow the job to its end, then collect")
@@ -59,6 +65,7 @@ async def _bench(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
         port=args.port,
         health_timeout_s=args.health_timeout,
         rounds=args.rounds,
+        fresh_baseline=args.fresh_baseline,
     )
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
@@ -98,8 +105,11 @@ def _print(out: dict[str, Any]) -> None:
         print(
             f"  {row['task']}: served tau {format_tau(row['tau'])}{extra}, "
             f"{format_tok_s(row['throughput_tok_s'])} tok/s, speedup "
-            f"{format_speedup(row['speedup'])}"
+            f"{format_speedup(row['speedup'], details.get('speedup_low'), details.get('speedup_high'))}"
         )
+        if "baseline_reused" in details:
+            how = "reused the host's kept run" if details["baseline_reused"] else "measured"
+            print(f"  baseline: {how} ({details.get('engine_runs')} engine runs)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,8 @@ from dflash_tui.evals.jobs.job import Job, JobError
 
 ENGINES = ("vllm", "sglang")
 SERVED_FILE = "served_results.json"  # the bench's results file in its job directory
+# Where a host keeps its target-alone runs for later benches (shipped/servedbench/baselines.py).
+BASELINE_STORE = "~/.cache/dflash-tui/baselines"
 # What runs when hosts.toml names no engine command for the host.
 DEFAULT_COMMANDS = {
     "vllm": ("vllm",),
@@ -35,6 +37,7 @@ class BenchOptions:
     port: int | None = None  # loopback port on the host (default: a free one)
     health_timeout_s: float | None = None
     rounds: int | None = None  # timed rounds per task and engine (default: the program's)
+    fresh_baseline: bool = False  # measure the target alone again instead of reusing it
 
     def check(self) -> None:
         """JobError (exit 2) for a setting no bench can run with."""
@@ -78,6 +81,9 @@ def bench_args(config: Config, job: Job, suite: SuiteConfig, drafter_path: str) 
         args += ["--port", str(opts.port)]
     if opts.rounds is not None:
         args += ["--rounds", str(opts.rounds)]
+    args += ["--baseline-store", BASELINE_STORE]
+    if opts.fresh_baseline:
+        args.append("--fresh-baseline")
     if opts.health_timeout_s is not None:
         args += ["--health-timeout", str(opts.health_timeout_s)]
     return tuple(args)

@@ -54,6 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_ROUNDS}; the counting pass comes first, untimed)",
     )
     p.add_argument("--no-baseline", dest="baseline", action="store_false")
+    p.add_argument(
+        "--baseline-store",
+        type=Path,
+        help="a folder of kept target-alone runs: one is reused when the prompts, target, "
+        "engine and version, GPU and settings match (default: keep none)",
+    )
+    p.add_argument(
+        "--fresh-baseline", action="store_true", help="measure the baseline again and keep it"
+    )
     p.add_argument("--engine-arg", action="append", default=[], help="one more engine argument")
     return p
 
@@ -107,6 +116,8 @@ def _run(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         extra=tuple(args.engine_arg),
         rounds=args.rounds,
+        baseline_store=args.baseline_store,
+        fresh_baseline=args.fresh_baseline,
     )
     summary: dict[str, object] = {}
 

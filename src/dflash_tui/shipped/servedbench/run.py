@@ -34,6 +34,7 @@ from typing import Any
 
 from ..common.errors import RunFailure
 from . import FORMAT
+from .baselines import BaselineStore, digest
 from .client import Counters
 from .engine import check_command, check_port_free, free_port
 from .perrequest import Counts, from_counters, record
@@ -61,6 +62,8 @@ class Options:
     baseline: bool = True
     extra: tuple[str, ...] = ()
     rounds: int = DEFAULT_ROUNDS
+    baseline_store: Path | None = None  # the host's kept baselines (None: keep none)
+    fresh_baseline: bool = False  # measure it again even when one is kept
 
 
 def _tasks(prompts: list[Prompt]) -> dict[str, list[Prompt]]:
@@ -282,16 +285,84 @@ def run(opts: Options, emit: Emit) -> dict[str, Any]:
                 "engine is not drafting with the checkpoint",
                 hint="check that the engine accepted --speculative-algorithm DFLASH (its log)",
             )
-    base = None
+    base, kept = None, None
     if opts.baseline:
-        with Phase(opts, "baseline", None, port, emit) as phase:
-            base = Measured(*measure(phase, tasks, opts.concurrency, done), phase.version, {})
-            base.settings = phase.settings()
+        identity = baseline_identity(opts, prompts, spec, gpu_name, gpu_count)
+        base, kept = _baseline(opts, identity, tasks, port, emit, done)
+        if kept.get("reused"):  # nothing more to send: the progress is complete
+            emit({"event": "progress", "done": sent[0], "total": sent[0]})
     doc = _document(opts, prompts, spec, base, gpu_name, gpu_count)
+    if kept is not None:
+        doc["baseline"] = kept
+        doc["suite"].update(
+            baseline_reused=bool(kept.get("reused")), engine_runs=1 + (not kept.get("reused"))
+        )
     part = opts.out.with_name(opts.out.name + ".part")
     part.write_text(json.dumps(doc, indent=1) + "\n")
     part.replace(opts.out)
     return doc
+
+
+def baseline_identity(
+    opts: Options, prompts: list[Prompt], spec: Measured, gpu: str, gpu_count: int
+) -> dict[str, Any]:
+    """What a target-alone run depends on (baselines.py): never the drafter."""
+    return {
+        "prompts_sha256": prompts_sha256(prompts),
+        "target": opts.target,
+        "engine": opts.engine,
+        "engine_version": spec.version,
+        "command": list(opts.command),
+        "extra": list(opts.extra),
+        "gpu": gpu,
+        "gpu_count": gpu_count,
+        "dtype": spec.settings.get("dtype", opts.dtype),
+        "concurrency": opts.concurrency,
+        "max_tokens": "continuation",
+        "temperature": 0.0,
+    }
+
+
+def _baseline(
+    opts: Options,
+    identity: dict[str, Any],
+    tasks: dict[str, list[Prompt]],
+    port: int,
+    emit: Emit,
+    done: Callable[[], None],
+) -> tuple[Measured, dict[str, Any]]:
+    """The target-alone run: the host's kept one for `identity` (unless `fresh_baseline`),
+    else measured now and kept. Returns it and what the results say of it."""
+    store = BaselineStore(opts.baseline_store) if opts.baseline_store else None
+    kept = store.load(identity) if store is not None and not opts.fresh_baseline else None
+    if store is not None and kept is not None:
+        m = kept["measured"]
+        emit({"event": "phase", "phase": "baseline", "state": "reused"})
+        base = Measured(m["rows"], m["suite_rounds"], m.get("version"), m.get("settings", {}))
+        return base, {
+            "reused": True,
+            "measured_at": m.get("measured_at"),
+            "job": kept.get("job"),
+            "file": str(store.path(identity)),
+            "key": digest(identity),
+        }
+    with Phase(opts, "baseline", None, port, emit) as phase:
+        base = Measured(*measure(phase, tasks, opts.concurrency, done), phase.version, {})
+        base.settings = phase.settings()
+    info: dict[str, Any] = {"reused": False, "measured_at": time.time(), "key": digest(identity)}
+    if store is not None:
+        measured = {
+            "rows": base.rows,
+            "suite_rounds": base.suite_rounds,
+            "version": base.version,
+            "settings": base.settings,
+            "measured_at": info["measured_at"],
+        }
+        try:
+            info["file"] = str(store.save(identity, measured, opts.out.parent.name))
+        except OSError as exc:  # the bench stands; only the reuse is lost
+            emit({"event": "warning", "message": f"cannot keep the baseline: {exc}"})
+    return base, info
 
 
 def _with_baseline(

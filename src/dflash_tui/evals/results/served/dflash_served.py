@@ -17,7 +17,9 @@
                                        "histogram", "source", "engine_tau"}],
                       "tau_request_mean", "tau_p10", "tau_p50", "tau_p90",
                       "accept_histogram": [verify steps accepting 0, 1, ... drafts]}},
-     "suite": {the same sums and ratios over every task}}
+     "suite": {the same sums and ratios over every task, and "baseline_reused",
+               "engine_runs": 1 when the host's kept target-alone run was reused, else 2},
+     "baseline": {"reused", "measured_at", "job", "file", "key"}}
 
 One entry per task, plus the suite's as task `SUITE_TASK`. `tau` is the engine's
 served tau (1 + accepted / drafts); `details.tau_within_max_tokens` is the same
@@ -62,6 +64,8 @@ DETAIL_KEYS = (
     "tau_p90",
     "tau_requests",
     "accept_histogram",
+    "baseline_reused",
+    "engine_runs",
 )
 
 
