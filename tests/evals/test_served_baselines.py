@@ -1,4 +1,6 @@
-"""One baseline per protocol: the target-alone run kept on the host and reused.
+"""One baseline per protocol, and a sweep over concurrency.
+
+The target-alone run is kept on the host and reused.
 
 Two checkpoints benched one after the other start the engine three times, not
 four; `--fresh-baseline` measures it again; another setting is another baseline.
@@ -15,7 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dflash_tui.evals.jobs.benchjobs import BASELINE_STORE, BenchOptions, bench_args
+from dflash_tui.evals.results.served import dflash_served
+from dflash_tui.evals.results.served.dflash_served import SUITE_TASK
+from dflash_tui.evals.results.served.sweep_view import sweep_lines, sweep_of
 from dflash_tui.shipped.servedbench import cli
 from dflash_tui.shipped.servedbench.baselines import BaselineStore
 from tests.evals.served_bed import STANDIN, Models, models  # noqa: F401 - a fixture
@@ -25,7 +32,7 @@ def bench(out: Path, drafter: Path, cache: Path, store: Path, *extra: str) -> di
     out.parent.mkdir(parents=True)
     engine = json.dumps([sys.executable, str(STANDIN)])
     argv = ["--out", str(out), "--engine-command", engine, "--drafter", str(drafter)]
-    argv += ["--cache", str(cache), "--rounds", "2", "--baseline-store", str(store), *extra]
+    argv += ["--cache", str(cache), "--rounds", "1", "--baseline-store", str(store), *extra]
     events = io.StringIO()
     with contextlib.redirect_stdout(events):
         assert cli.main(argv) == 0, events.getvalue()
@@ -55,7 +62,7 @@ def test_n_checkpoints_cost_n_plus_one_engine_runs(
             two["tasks"][task]["baseline_tok_s_rounds"]
             == one["tasks"][task]["baseline_tok_s_rounds"]
         )
-        assert two["tasks"][task]["speedup_low"] <= two["tasks"][task]["speedup_high"]
+        assert two["tasks"][task]["speedup"] is not None
     (kept,) = store.glob("*.json")
     identity = json.loads(kept.read_text())["identity"]
     assert identity["dtype"] == "float32" and identity["engine_version"] == "standin-1"
@@ -100,3 +107,58 @@ def test_bench_jobs_keep_baselines_on_the_host_and_can_force_a_fresh_one() -> No
         args = bench_args(config, job, config.suites[0], "/d")
         assert args[args.index("--baseline-store") + 1] == BASELINE_STORE
         assert ("--fresh-baseline" in args) is fresh
+
+
+def test_a_concurrency_sweep_measures_each_level_and_reuses_their_baselines(
+    tmp_path: Path,
+    models: Models,  # noqa: F811
+    capsys: Any,
+) -> None:
+    store = tmp_path / "baselines"
+    doc = bench(
+        tmp_path / "job1" / "served.json",
+        models.drafter,
+        models.cache,
+        store,
+        "--concurrency",
+        "1,2",
+    )
+    assert engine_runs(tmp_path / "job1") == 2, "one engine per phase, every level in it"
+    assert doc["settings"]["concurrency"] == 1 and doc["settings"]["concurrency_levels"] == [1, 2]
+    assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2]
+    sweep = doc["suite"]["sweep"]
+    assert [s["concurrency"] for s in sweep] == [1, 2]
+    assert all(s["speedup"] is not None and s["served_tau"] > 1 for s in sweep)
+    for task, tau_greedy in models.tau_greedy.items():  # greedy: the same tau at every level
+        per_level = [s["tau_within_max_tokens"] for s in doc["tasks"][task]["sweep"]]
+        assert per_level == [pytest.approx(tau_greedy, abs=1e-9)] * 2
+        assert doc["levels"][1]["tasks"][task]["tau_within_max_tokens"] == pytest.approx(tau_greedy)
+
+    wider = bench(
+        tmp_path / "job2" / "served.json",
+        models.drafter,
+        models.cache,
+        store,
+        "--concurrency",
+        "2,4",
+    )
+    reused = {b["concurrency"]: b["reused"] for b in wider["baseline"]["levels"]}
+    assert reused == {2: True, 4: False} and wider["suite"]["engine_runs"] == 2
+
+    # the board draws the sweep: one bar per level, 1.0x marked
+    report = dflash_served.read((tmp_path / "job2" / "served.json").read_bytes(), Path("x.json"))
+    (suite,) = [e for e in report.entries if e.task == SUITE_TASK]
+    lines = sweep_lines("ckpt", sweep_of(suite.details))
+    assert lines[0] == "ckpt: speedup against concurrency (| is 1.0x)"
+    assert [line.split()[1] for line in lines[1:]] == ["2", "4"]
+    assert all("|" in line and "tau " in line for line in lines[1:])
+
+
+def test_the_sweep_bars_share_one_scale_with_one_marked() -> None:
+    sweep = [
+        {"concurrency": 1, "speedup": 2.0, "served_tau": 3.0},
+        {"concurrency": 16, "speedup": 0.5, "served_tau": 3.0},
+    ]
+    _, fast, slow = sweep_lines("c", sweep, width=20)
+    assert fast.split()[2] == "##########|#########"  # 2.0x: 20 cells, the mark at 10
+    assert slow.split()[2] == "#####" and slow.index("|") == fast.index("|")

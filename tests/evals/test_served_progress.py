@@ -144,3 +144,38 @@ def test_the_board_shows_the_per_request_spread_the_interval_and_the_histogram(
     assert main(["leaderboard", "--run", "run1", "coding10", "--json", "--config", str(path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["served_requests"]["accept_histogram"] == [10, 0, 5, 15]
+
+
+def test_the_board_plots_speedup_against_concurrency(tmp_path: Path, capsys: Any) -> None:
+    """A bench over concurrency 1,4,16: `leaderboard SUITE` and `leaderboard --run` draw its
+    speedup per level, 1.0x marked, where speculation stops paying."""
+    from dflash_tui.cli import main
+
+    path = tmp_path / "hosts.toml"
+    path.write_text(CONFIG)
+    config = parse_config(CONFIG, path)
+    conn = open_eval_state(config.console.state_dir)
+    store = ResultsStore(config.console.results_dir, conn)
+    add(store, results_doc("run1/step-4000", 3.0, 0.3), 120.0, step=4000, run="run1")
+    bench = served_doc(4.0, 2.0)
+    bench["suite"]["sweep"] = [
+        {"concurrency": c, "speedup": x, "served_tau": 4.0, "speedup_low": x - 0.1}
+        | {"speedup_high": x + 0.1}
+        for c, x in ((1, 2.0), (4, 1.4), (16, 0.8))
+    ]
+    raw = json.dumps(bench).encode()
+    served = ServedStore(config.console.results_dir, conn)
+    report = dflash_served.read(raw, Path("b.json"))
+    served.add(
+        report, raw, source=Path("b.json"), checkpoint="run1/step-4000", suite="coding10", now=1.0
+    )
+    assert main(["leaderboard", "coding10", "--config", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = lines.index("run1/step-4000: speedup against concurrency (| is 1.0x)")
+    levels = lines[head + 1 : head + 4]
+    assert [line.split()[1] for line in levels] == ["1", "4", "16"], levels
+    bars = [line.split()[2] for line in levels]
+    assert bars[0].count("#") > bars[1].count("#") > bars[2].count("#")
+    assert "|" not in bars[2] and "0.80x [0.70-0.90]" in levels[2]  # left of the 1.0x mark
+    assert main(["leaderboard", "--run", "run1", "coding10", "--config", str(path)]) == 0
+    assert "served run1/step-4000: speedup against concurrency" in capsys.readouterr().out

@@ -1,5 +1,5 @@
 """`dflash-tui bench CHECKPOINT SUITE [--host H] [--engine vllm|sglang] [--k N]
-[--concurrency C] [--wait] [--json]`: a served bench job (docs/evals.md "Served bench jobs")."""
+[--concurrency C[,C...]] [--wait] [--json]`: a served bench job (docs/evals.md "Served bench jobs")."""
 
 from __future__ import annotations
 
@@ -16,6 +16,17 @@ from dflash_tui.evals.jobs.job import DONE, RUNNING, STARTING
 from dflash_tui.evals.jobs.preflight import REFUSED
 from dflash_tui.evals.results.served.board import format_speedup, format_tau, format_tok_s
 from dflash_tui.evals.results.served.store import ServedStore
+
+
+def levels(text: str) -> tuple[int, ...]:
+    """argparse type: `4` or `1,4,16`, each at least 1."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected levels such as 1 or 1,4,16; got {text!r}")
+    return values
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -37,7 +48,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--gpu", help="GPU index(es) for CUDA_VISIBLE_DEVICES (default: a free one)")
     p.add_argument("--engine", choices=ENGINES, default="vllm")
     p.add_argument("--k", type=int, help="draft tokens per step (default: block size - 1)")
-    p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
+    p.add_argument(
+        "--concurrency",
+        type=levels,
+        default=(1,),
+        metavar="C[,C...]",
+        help="requests in flight (default 1); several levels (1,4,16) are measured each in "
+        "turn, with tau and speedup per level",
+    )
     p.add_argument(
         "--rounds",
         type=int,

@@ -49,6 +49,7 @@ from dflash_tui.evals.results.served.board import (
 from dflash_tui.evals.results.served.dflash_served import SUITE_TASK
 from dflash_tui.evals.results.served.field_table import field_rows, render
 from dflash_tui.evals.results.served.store import ServedStore
+from dflash_tui.evals.results.served.sweep_view import sweep_lines, sweep_of
 from dflash_tui.evals.results.store import ResultsStore
 
 MAX_COLUMNS = 6
@@ -322,6 +323,13 @@ def _print_served(section: ServedSection) -> None:
     if spread_unsure(r.entry for r in section.rows):
         print(textwrap.fill(f"note: {SPREAD_NOTE}", width or 200, subsequent_indent="      "))
     _say_left_out(left_out, width)
+    drawn = set()
+    for r in section.rows:  # each checkpoint's newest sweep over concurrency (its suite row)
+        sweep = sweep_of(r.entry.details) if r.entry.task == SUITE_TASK else []
+        if len(sweep) > 1 and r.checkpoint not in drawn:
+            drawn.add(r.checkpoint)
+            print()
+            print("\n".join(sweep_lines(r.checkpoint, sweep)))
 
 
 def _progress(args: argparse.Namespace) -> int:

@@ -105,13 +105,17 @@ class RunProgress:
     served_detail: tuple[str, Mapping[str, Any]] | None = None
 
     def served_histogram_lines(self) -> list[str]:
-        """The accepted-length histogram of the run's newest served bench, as text bars."""
+        """The accepted-length histogram of the run's newest served bench, and its speedup
+        against concurrency when it swept levels, as text bars."""
         from dflash_tui.evals.results.served.requests_view import histogram_block
+        from dflash_tui.evals.results.served.sweep_view import sweep_lines, sweep_of
 
         if self.served_detail is None:
             return []
         checkpoint, details = self.served_detail
-        return histogram_block(f"served {checkpoint}", details)
+        lines = histogram_block(f"served {checkpoint}", details)
+        sweep = sweep_of(details)
+        return lines + (sweep_lines(f"served {checkpoint}", sweep) if len(sweep) > 1 else [])
 
     @property
     def metrics(self) -> list[str]:
@@ -254,7 +258,8 @@ def _served_series(
         return None, None
     ordered = tuple(sorted(points.values(), key=lambda p: (p.step, p.created_at)))
     newest = ordered[-1].checkpoint
-    detail = (newest, details[newest]) if details[newest].get("accept_histogram") else None
+    shown = ("accept_histogram", "sweep")
+    detail = (newest, details[newest]) if any(details[newest].get(k) for k in shown) else None
     return MetricSeries(SERVED, ordered, level), detail
 
 

@@ -29,6 +29,14 @@ def _argv(text: str) -> tuple[str, ...]:
     return (text,)
 
 
+def _levels(text: str) -> tuple[int, ...]:
+    """argparse type: `4` or `1,4,16` (each at least 1, none twice)."""
+    values = tuple(positive(v) for v in text.split(","))
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"a level is named twice in {text!r}")
+    return values
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dflash-servedbench",
@@ -42,7 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drafter", required=True, help="the DFlash drafter (checkpoint) directory")
     p.add_argument("--cache", required=True, type=Path, help="the suite's dflash-cache/1")
     p.add_argument("--k", type=positive, help="draft tokens per step (default: block size - 1)")
-    p.add_argument("--concurrency", type=positive, default=1)
+    p.add_argument(
+        "--concurrency",
+        type=_levels,
+        default=(1,),
+        help="requests in flight; `1,4,16` measures each level in turn (default 1)",
+    )
     p.add_argument("--dtype", default="auto")
     p.add_argument("--port", type=int, default=0, help="loopback port (0: a free one)")
     p.add_argument("--health-timeout", type=float, default=900.0, help="seconds for /health")

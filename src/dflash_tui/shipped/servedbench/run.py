@@ -20,11 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from ..common.errors import RunFailure
-from . import FORMAT
 from .baselines import BaselineStore, digest
 from .client import Counters
+from .document import Measured, document
 from .engine import check_command, check_port_free, free_port
 from .perrequest import Counts, from_counters, record
 from .phase import Answer, Emit, Phase
 from .prompts import Prompt, prompts_sha256, read_prompts
-from .spread import add_histograms, ratio_interval, request_spread
+from .spread import add_histograms, request_spread
 
 DEFAULT_ROUNDS = 3
 
@@ -54,7 +52,7 @@ class Options:
     cache: Path
     out: Path
     k: int
-    concurrency: int = 1
+    concurrency: tuple[int, ...] = (1,)  # the levels, each in turn
     dtype: str = "auto"
     port: int = 0
     health_timeout_s: float = 900.0
@@ -235,38 +233,29 @@ def _spec_figures(before: Counters, after: Counters, requests: int, output: int)
     }
 
 
-def _suite(rows: dict[str, dict[str, Any]], keys: tuple[str, ...]) -> dict[str, float]:
-    return {k: sum(r.get(k) or 0 for r in rows.values()) for k in keys}
-
-
-@dataclass
-class Measured:
-    """One phase's rows, the suite's per-round throughput, and what its engine reported."""
-
-    rows: dict[str, dict[str, Any]]
-    suite_rounds: list[float]
-    version: str | None
-    settings: dict[str, Any]
-
-
 def run(opts: Options, emit: Emit) -> dict[str, Any]:
-    """The whole bench; returns the dflash-served/1 document (also written to `opts.out`)."""
+    """The whole bench; returns the dflash-served/1 document (also written to `opts.out`).
+
+    One engine with the drafter measures every concurrency level in turn, then one
+    engine serving the target alone measures the levels whose baseline the host does
+    not keep (none: that engine never starts)."""
     prompts = read_prompts(opts.cache)
     tasks = _tasks(prompts)
     check_command(opts.engine, opts.command, opts.engine)
     port = opts.port or free_port()
     check_port_free(port)
-    passes = 1 + opts.rounds
-    total = len(prompts) * passes * (2 if opts.baseline else 1)
+    passes = (1 + opts.rounds) * len(opts.concurrency)
+    total = [len(prompts) * passes * (2 if opts.baseline else 1)]
     sent = [0]
 
     def done() -> None:
         sent[0] += 1
-        emit({"event": "progress", "done": sent[0], "total": total})
+        emit({"event": "progress", "done": sent[0], "total": total[0]})
 
     emit({"event": "start", "prompts": len(prompts), "tasks": list(tasks), "port": port})
-    emit({"event": "progress", "done": 0, "total": total})
-    gpu_name, gpu_count = _gpu()
+    emit({"event": "progress", "done": 0, "total": total[0]})
+    gpu = _gpu()
+    spec: dict[int, Measured] = {}
     with Phase(opts, "speculative", opts.drafter, port, emit) as phase:
         first = phase.counters() if opts.engine == "vllm" else None
         if first is not None and not first.has_spec:
@@ -277,26 +266,35 @@ def run(opts: Options, emit: Emit) -> dict[str, Any]:
                 hint="check that the engine accepted --speculative-config (its log) and that "
                 "it is a vLLM with DFlash support",
             )
-        spec = Measured(*measure(phase, tasks, opts.concurrency, done), phase.version, {})
-        spec.settings = phase.settings()
-        if opts.engine == "sglang" and not any(r.get("drafts") for r in spec.rows.values()):
-            raise RunFailure(
-                f"{phase.engine.url}/generate answered no spec_verify_ct in meta_info: the "
-                "engine is not drafting with the checkpoint",
-                hint="check that the engine accepted --speculative-algorithm DFLASH (its log)",
-            )
-    base, kept = None, None
+        for level in opts.concurrency:
+            emit({"event": "phase", "phase": "speculative", "state": f"concurrency {level}"})
+            spec[level] = Measured(*measure(phase, tasks, level, done), phase.version, {})
+            if opts.engine == "sglang" and not any(
+                r.get("drafts") for r in spec[level].rows.values()
+            ):
+                raise RunFailure(
+                    f"{phase.engine.url}/generate answered no spec_verify_ct in meta_info: the "
+                    "engine is not drafting with the checkpoint",
+                    hint="check that the engine accepted --speculative-algorithm DFLASH (its log)",
+                )
+        ran = phase.settings()
+        for m in spec.values():
+            m.settings = ran
+    bases: dict[int, tuple[Measured, dict[str, Any]]] = {}
     if opts.baseline:
-        identity = baseline_identity(opts, prompts, spec, gpu_name, gpu_count)
-        base, kept = _baseline(opts, identity, tasks, port, emit, done)
-        if kept.get("reused"):  # nothing more to send: the progress is complete
-            emit({"event": "progress", "done": sent[0], "total": sent[0]})
-    doc = _document(opts, prompts, spec, base, gpu_name, gpu_count)
-    if kept is not None:
-        doc["baseline"] = kept
-        doc["suite"].update(
-            baseline_reused=bool(kept.get("reused")), engine_runs=1 + (not kept.get("reused"))
-        )
+        identities = {
+            c: baseline_identity(opts, prompts, spec[c], gpu, c) for c in opts.concurrency
+        }
+        bases = _baselines(opts, identities, tasks, port, emit, done)
+        total[0] = sent[0]  # the levels reused sent nothing: the progress is complete
+        emit({"event": "progress", "done": sent[0], "total": total[0]})
+    levels = {c: (spec[c], bases[c][0] if c in bases else None) for c in opts.concurrency}
+    doc = document(opts, prompts, levels, gpu)
+    if bases:
+        kept = [info for _, info in bases.values()]
+        measured_now = any(not info["reused"] for info in kept)
+        doc["baseline"] = kept[0] if len(kept) == 1 else {"levels": kept}
+        doc["suite"].update(baseline_reused=not measured_now, engine_runs=1 + measured_now)
     part = opts.out.with_name(opts.out.name + ".part")
     part.write_text(json.dumps(doc, indent=1) + "\n")
     part.replace(opts.out)
@@ -304,7 +302,7 @@ def run(opts: Options, emit: Emit) -> dict[str, Any]:
 
 
 def baseline_identity(
-    opts: Options, prompts: list[Prompt], spec: Measured, gpu: str, gpu_count: int
+    opts: Options, prompts: list[Prompt], spec: Measured, gpu: tuple[str, int], concurrency: int
 ) -> dict[str, Any]:
     """What a target-alone run depends on (baselines.py): never the drafter."""
     return {
@@ -314,140 +312,74 @@ def baseline_identity(
         "engine_version": spec.version,
         "command": list(opts.command),
         "extra": list(opts.extra),
-        "gpu": gpu,
-        "gpu_count": gpu_count,
+        "gpu": gpu[0],
+        "gpu_count": gpu[1],
         "dtype": spec.settings.get("dtype", opts.dtype),
-        "concurrency": opts.concurrency,
+        "concurrency": concurrency,
         "max_tokens": "continuation",
         "temperature": 0.0,
     }
 
 
-def _baseline(
+def _baselines(
     opts: Options,
-    identity: dict[str, Any],
+    identities: dict[int, dict[str, Any]],
     tasks: dict[str, list[Prompt]],
     port: int,
     emit: Emit,
     done: Callable[[], None],
-) -> tuple[Measured, dict[str, Any]]:
-    """The target-alone run: the host's kept one for `identity` (unless `fresh_baseline`),
-    else measured now and kept. Returns it and what the results say of it."""
+) -> dict[int, tuple[Measured, dict[str, Any]]]:
+    """Each level's target-alone run: the host's kept one for its identity (unless
+    `fresh_baseline`), else measured now, in one engine for every such level, and kept.
+    Returns each with what the results say of it."""
     store = BaselineStore(opts.baseline_store) if opts.baseline_store else None
-    kept = store.load(identity) if store is not None and not opts.fresh_baseline else None
-    if store is not None and kept is not None:
+    out: dict[int, tuple[Measured, dict[str, Any]]] = {}
+    for level, identity in identities.items():
+        kept = store.load(identity) if store is not None and not opts.fresh_baseline else None
+        if store is None or kept is None:
+            continue
         m = kept["measured"]
-        emit({"event": "phase", "phase": "baseline", "state": "reused"})
+        emit({"event": "phase", "phase": "baseline", "state": f"reused concurrency {level}"})
         base = Measured(m["rows"], m["suite_rounds"], m.get("version"), m.get("settings", {}))
-        return base, {
-            "reused": True,
-            "measured_at": m.get("measured_at"),
-            "job": kept.get("job"),
-            "file": str(store.path(identity)),
-            "key": digest(identity),
-        }
+        out[level] = (
+            base,
+            {
+                "reused": True,
+                "concurrency": level,
+                "measured_at": m.get("measured_at"),
+                "job": kept.get("job"),
+                "file": str(store.path(identity)),
+                "key": digest(identity),
+            },
+        )
+    missing = [c for c in identities if c not in out]
+    if not missing:
+        return out
     with Phase(opts, "baseline", None, port, emit) as phase:
-        base = Measured(*measure(phase, tasks, opts.concurrency, done), phase.version, {})
-        base.settings = phase.settings()
-    info: dict[str, Any] = {"reused": False, "measured_at": time.time(), "key": digest(identity)}
-    if store is not None:
         measured = {
-            "rows": base.rows,
-            "suite_rounds": base.suite_rounds,
-            "version": base.version,
-            "settings": base.settings,
-            "measured_at": info["measured_at"],
+            c: Measured(*measure(phase, tasks, c, done), phase.version, {}) for c in missing
         }
-        try:
-            info["file"] = str(store.save(identity, measured, opts.out.parent.name))
-        except OSError as exc:  # the bench stands; only the reuse is lost
-            emit({"event": "warning", "message": f"cannot keep the baseline: {exc}"})
-    return base, info
-
-
-def _with_baseline(
-    row: dict[str, Any], top: list[float], base: dict[str, Any] | None, bottom: list[float] | None
-) -> dict[str, Any]:
-    """`row` with the baseline's throughput and the speedup's interval over the rounds."""
-    if base is None or not bottom:
-        return {**row, "baseline_tok_s": None, "speedup": None}
-    ratio = ratio_interval(top, bottom)
-    return {
-        **row,
-        "baseline_tok_s": base.get("tok_s"),
-        "baseline_tok_s_rounds": bottom,
-        "speedup": ratio["speedup"],
-        "speedup_low": ratio.get("speedup_low"),
-        "speedup_high": ratio.get("speedup_high"),
-        "speedup_includes_one": ratio.get("includes_one"),
-    }
-
-
-def _document(
-    opts: Options,
-    prompts: list[Prompt],
-    spec: Measured,
-    base: Measured | None,
-    gpu_name: str,
-    gpu_count: int,
-) -> dict[str, Any]:
-    tasks: dict[str, Any] = {}
-    for name, row in spec.rows.items():
-        b = base.rows.get(name) if base else None
-        tasks[name] = _with_baseline(
-            row, row.get("tok_s_rounds") or [], b, (b or {}).get("tok_s_rounds")
-        )
-    keys = ("requests", "output_tokens", "wall_s", "drafts", "draft_tokens", "accepted", "past_end")
-    s = _suite(spec.rows, keys)
-    suite: dict[str, Any] = {
-        "requests": int(s["requests"]),
-        "output_tokens": int(s["output_tokens"]),
-        "wall_s": s["wall_s"],
-        "tok_s": statistics.fmean(spec.suite_rounds) if spec.suite_rounds else None,
-        "tok_s_rounds": spec.suite_rounds,
-    }
-    base_suite = None
-    if base is not None and base.suite_rounds:
-        base_suite = {"tok_s": statistics.fmean(base.suite_rounds)}
-    suite = _with_baseline(
-        suite, spec.suite_rounds, base_suite, base.suite_rounds if base else None
-    )
-    suite.update(
-        request_spread([r for row in spec.rows.values() for r in row.get("per_request", [])])
-    )
-    if s["drafts"]:
-        suite.update(
-            drafts=int(s["drafts"]),
-            accepted=int(s["accepted"]),
-            past_end=int(s["past_end"]),
-            served_tau=1.0 + s["accepted"] / s["drafts"],
-            tau_within_max_tokens=1.0 + (s["accepted"] - s["past_end"]) / s["drafts"],
-        )
-    return {
-        "format": FORMAT,
-        "settings": {
-            "engine": opts.engine,
-            "engine_version": spec.version,
-            "k": opts.k,
-            "dtype": spec.settings.get("dtype", opts.dtype),
-            "gpu": gpu_name,
-            "gpu_count": gpu_count,
-            "concurrency": opts.concurrency,
-            "max_tokens": "continuation",
-            "temperature": 0.0,
-            "prompts_sha256": prompts_sha256(prompts),
-            "rounds": opts.rounds,
-        },
-        "ran": {
-            "speculative": spec.settings,
-            "baseline": base.settings if base else None,
-            "dtype_asked": opts.dtype,
-        },
-        "target": opts.target,
-        "drafter": opts.drafter,
-        "host": platform.node(),
-        "python": sys.version.split()[0],
-        "finished_at": time.time(),
-        "tasks": tasks,
-        "suite": suite,
-    }
+        ran = phase.settings()
+    for level in missing:
+        base = measured[level]
+        base.settings = ran
+        info: dict[str, Any] = {
+            "reused": False,
+            "concurrency": level,
+            "measured_at": time.time(),
+            "key": digest(identities[level]),
+        }
+        if store is not None:
+            kept_doc = {
+                "rows": base.rows,
+                "suite_rounds": base.suite_rounds,
+                "version": base.version,
+                "settings": base.settings,
+                "measured_at": info["measured_at"],
+            }
+            try:
+                info["file"] = str(store.save(identities[level], kept_doc, opts.out.parent.name))
+            except OSError as exc:  # the bench stands; only the reuse is lost
+                emit({"event": "warning", "message": f"cannot keep the baseline: {exc}"})
+        out[level] = base, info
+    return out

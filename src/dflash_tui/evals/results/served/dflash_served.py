@@ -21,6 +21,12 @@
                "engine_runs": 1 when the host's kept target-alone run was reused, else 2},
      "baseline": {"reused", "measured_at", "job", "file", "key"}}
 
+With `--concurrency 1,4,16` the rows above are the first level's; each task and
+the suite add `sweep`: [{"concurrency", "served_tau", "tau_within_max_tokens",
+"tau_request_mean", "tok_s", "baseline_tok_s", "speedup", "speedup_low",
+"speedup_high", "speedup_includes_one"}, one per level], `settings` adds
+`concurrency_levels`, and `levels` keeps every level's full rows.
+
 One entry per task, plus the suite's as task `SUITE_TASK`. `tau` is the engine's
 served tau (1 + accepted / drafts); `details.tau_within_max_tokens` is the same
 count without the drafts accepted past `max_tokens`, which equals the cache's
@@ -66,6 +72,7 @@ DETAIL_KEYS = (
     "accept_histogram",
     "baseline_reused",
     "engine_runs",
+    "sweep",
 )
 
 
