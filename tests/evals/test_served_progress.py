@@ -99,6 +99,23 @@ def test_the_board_shows_served_tau_beside_tau_greedy_with_the_gap_explained(
     assert any(r.startswith("| never-run | - |") for r in rows)
 
 
+def run1_board(tmp_path: Path, bench: dict[str, Any]) -> Path:
+    """A config whose run1/step-4000 has an offline result and the served bench `bench`."""
+    path = tmp_path / "hosts.toml"
+    path.write_text(CONFIG)
+    config = parse_config(CONFIG, path)
+    conn = open_eval_state(config.console.state_dir)
+    store = ResultsStore(config.console.results_dir, conn)
+    add(store, results_doc("run1/step-4000", 3.0, 0.3), 120.0, step=4000, run="run1")
+    raw = json.dumps(bench).encode()
+    served = ServedStore(config.console.results_dir, conn)
+    report = dflash_served.read(raw, Path("b.json"))
+    served.add(
+        report, raw, source=Path("b.json"), checkpoint="run1/step-4000", suite="coding10", now=1.0
+    )
+    return path
+
+
 def test_the_board_shows_the_per_request_spread_the_interval_and_the_histogram(
     tmp_path: Path, capsys: Any
 ) -> None:
@@ -107,24 +124,13 @@ def test_the_board_shows_the_per_request_spread_the_interval_and_the_histogram(
     `leaderboard --run` the newest bench's accepted-length histogram."""
     from dflash_tui.cli import main
 
-    path = tmp_path / "hosts.toml"
-    path.write_text(CONFIG)
-    config = parse_config(CONFIG, path)
-    conn = open_eval_state(config.console.state_dir)
-    store = ResultsStore(config.console.results_dir, conn)
-    add(store, results_doc("run1/step-4000", 3.0, 0.3), 120.0, step=4000, run="run1")
     bench = served_doc(4.0, 1.05)
     spread = {"tau_request_mean": 3.6, "tau_p10": 2.5, "tau_p50": 3.5, "tau_p90": 4.75}
     spread |= {"accept_histogram": [10, 0, 5, 15], "speedup_low": 0.8, "speedup_high": 1.3}
     spread |= {"speedup_includes_one": True}
     bench["suite"] |= spread
     bench["tasks"]["t"] |= spread
-    raw = json.dumps(bench).encode()
-    served = ServedStore(config.console.results_dir, conn)
-    report = dflash_served.read(raw, Path("b.json"))
-    served.add(
-        report, raw, source=Path("b.json"), checkpoint="run1/step-4000", suite="coding10", now=1.0
-    )
+    path = run1_board(tmp_path, bench)
 
     assert main(["leaderboard", "coding10", "--config", str(path)]) == 0
     text = capsys.readouterr().out
@@ -151,24 +157,13 @@ def test_the_board_plots_speedup_against_concurrency(tmp_path: Path, capsys: Any
     speedup per level, 1.0x marked, where speculation stops paying."""
     from dflash_tui.cli import main
 
-    path = tmp_path / "hosts.toml"
-    path.write_text(CONFIG)
-    config = parse_config(CONFIG, path)
-    conn = open_eval_state(config.console.state_dir)
-    store = ResultsStore(config.console.results_dir, conn)
-    add(store, results_doc("run1/step-4000", 3.0, 0.3), 120.0, step=4000, run="run1")
     bench = served_doc(4.0, 2.0)
     bench["suite"]["sweep"] = [
         {"concurrency": c, "speedup": x, "served_tau": 4.0, "speedup_low": x - 0.1}
         | {"speedup_high": x + 0.1}
         for c, x in ((1, 2.0), (4, 1.4), (16, 0.8))
     ]
-    raw = json.dumps(bench).encode()
-    served = ServedStore(config.console.results_dir, conn)
-    report = dflash_served.read(raw, Path("b.json"))
-    served.add(
-        report, raw, source=Path("b.json"), checkpoint="run1/step-4000", suite="coding10", now=1.0
-    )
+    path = run1_board(tmp_path, bench)
     assert main(["leaderboard", "coding10", "--config", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     head = lines.index("run1/step-4000: speedup against concurrency (| is 1.0x)")
