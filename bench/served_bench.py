@@ -15,7 +15,10 @@ own (about 4 minutes, 3.5 GB; see docs/evals.md "Served bench jobs")::
     /tmp/vllmenv/bin/pip uninstall -y torchvision torchaudio torchcodec
     .venv/bin/python bench/served_bench.py --vllm-python /tmp/vllmenv/bin/python
 
-15-30 minutes on 2 shared cores (six vLLM starts of 40-140 s each, three trainings).
+15-30 minutes on 2 shared cores (vLLM starts of 40-140 s each, three trainings): N
+drafters start it N + 1 times, the target-alone run kept on the host and reused.
+``--concurrency 1,2,4`` sweeps the levels (each bench's speedup per level is drawn
+under the leaderboard's served section); ``--drafters 2`` benches the first two only.
 Not part of ``make test``: vLLM is not a project dependency.
 """
 
@@ -57,6 +60,11 @@ def main() -> int:
     ap.add_argument("--block-size", type=int, default=8, help="B; vLLM drafts B - 1 tokens")
     ap.add_argument("--max-tokens", type=int, default=48, help="the cache's continuation")
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument(
+        "--concurrency", default="1", help="the benches' levels: 1,2,4 sweeps them (1 default)"
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="timed rounds per task and engine")
+    ap.add_argument("--drafters", type=int, default=3, help="how many of the three to bench")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     import torch
@@ -120,14 +128,19 @@ def main() -> int:
             f'target = "cpu:{target}"\ndevice = "cpu"\n'
         )
         config = hosts_toml(work / "hosts.toml", {"cpu": entry}, known_hosts=known, extra=extra)
-        for name in DRAFTERS:
+        benched = list(DRAFTERS)[: args.drafters]
+        for name in benched:
             code, out = dflash(config, "eval", name, "served", "--wait")
             print(out.strip().splitlines()[0] if out.strip() else "", flush=True)
             assert code == 0, out
             t = time.monotonic()
-            code, out = dflash(config, "bench", name, "served", "--wait")
+            levels = ["--concurrency", args.concurrency, "--rounds", str(args.rounds)]
+            code, out = dflash(config, "bench", name, "served", "--wait", *levels)
             print(f"bench {name} ({time.monotonic() - t:.0f} s):\n{out.strip()}", flush=True)
             assert code == 0, out
+        # each job's engine logs: one per engine started (the baseline's only when measured)
+        starts = sorted(p.name for p in (work / "sshd").rglob("engine-*.log"))
+        print(f"engine runs for {len(benched)} checkpoints: {len(starts)} ({', '.join(starts)})")
         code, board = dflash(config, "leaderboard", "served")
         print(f"\n$ dflash-tui leaderboard served   (COLUMNS=160)\n{board}")
         code, table = dflash(config, "leaderboard", "served", "--format", "markdown")

@@ -97,3 +97,80 @@ def test_the_board_shows_served_tau_beside_tau_greedy_with_the_gap_explained(
     # no bench: its offline tau_greedy, marked; no result either: nothing
     assert "| run1/step-2000 | 2.75 (offline) | 2.75 (offline) |" in rows, rows
     assert any(r.startswith("| never-run | - |") for r in rows)
+
+
+def run1_board(tmp_path: Path, bench: dict[str, Any]) -> Path:
+    """A config whose run1/step-4000 has an offline result and the served bench `bench`."""
+    path = tmp_path / "hosts.toml"
+    path.write_text(CONFIG)
+    config = parse_config(CONFIG, path)
+    conn = open_eval_state(config.console.state_dir)
+    store = ResultsStore(config.console.results_dir, conn)
+    add(store, results_doc("run1/step-4000", 3.0, 0.3), 120.0, step=4000, run="run1")
+    raw = json.dumps(bench).encode()
+    served = ServedStore(config.console.results_dir, conn)
+    report = dflash_served.read(raw, Path("b.json"))
+    served.add(
+        report, raw, source=Path("b.json"), checkpoint="run1/step-4000", suite="coding10", now=1.0
+    )
+    return path
+
+
+def test_the_board_shows_the_per_request_spread_the_interval_and_the_histogram(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """`leaderboard SUITE` shows the mean of per-request tau and p10/p50/p90 beside the
+    token-weighted tau, a speedup's interval (`?` where it holds 1.0, with a note), and
+    `leaderboard --run` the newest bench's accepted-length histogram."""
+    from dflash_tui.cli import main
+
+    bench = served_doc(4.0, 1.05)
+    spread = {"tau_request_mean": 3.6, "tau_p10": 2.5, "tau_p50": 3.5, "tau_p90": 4.75}
+    spread |= {"accept_histogram": [10, 0, 5, 15], "speedup_low": 0.8, "speedup_high": 1.3}
+    spread |= {"speedup_includes_one": True}
+    bench["suite"] |= spread
+    bench["tasks"]["t"] |= spread
+    path = run1_board(tmp_path, bench)
+
+    assert main(["leaderboard", "coding10", "--config", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "MEAN/REQ" in text and "P10/P50/P90" in text, text
+    assert "3.60" in text and "2.50/3.50/4.75" in text, text
+    assert "1.05x [0.80-1.30] ?" in text, text
+    assert "interval over the timed rounds includes 1.0" in text, text
+
+    assert main(["leaderboard", "--run", "run1", "coding10", "--config", str(path)]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if "accepted drafts per verify step" in line)
+    assert "served run1/step-4000" in lines[head] and "p10/p50/p90 2.50/3.50/4.75" in lines[head]
+    bars = lines[head + 1 : head + 5]
+    assert [b.split()[0] for b in bars] == ["0", "1", "2", "3"], bars
+    assert bars[3].count("#") == 24 and bars[1].count("#") == 0 and bars[3].endswith("50.0%")
+    assert main(["leaderboard", "--run", "run1", "coding10", "--json", "--config", str(path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["served_requests"]["accept_histogram"] == [10, 0, 5, 15]
+
+
+def test_the_board_plots_speedup_against_concurrency(tmp_path: Path, capsys: Any) -> None:
+    """A bench over concurrency 1,4,16: `leaderboard SUITE` and `leaderboard --run` draw its
+    speedup per level, 1.0x marked, where speculation stops paying."""
+    from dflash_tui.cli import main
+
+    bench = served_doc(4.0, 2.0)
+    bench["suite"]["sweep"] = [
+        {"concurrency": c, "speedup": x, "served_tau": 4.0, "speedup_low": x - 0.1}
+        | {"speedup_high": x + 0.1}
+        for c, x in ((1, 2.0), (4, 1.4), (16, 0.8))
+    ]
+    path = run1_board(tmp_path, bench)
+    assert main(["leaderboard", "coding10", "--config", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = lines.index("run1/step-4000: speedup against concurrency (| is 1.0x)")
+    levels = lines[head + 1 : head + 4]
+    assert [line.split()[1] for line in levels] == ["1", "4", "16"], levels
+    bars = [line.split()[2] for line in levels]
+    assert bars[0].count("#") > bars[1].count("#") > bars[2].count("#")
+    assert "|" not in bars[2] and "0.80x [0.70-0.90]" in levels[2]  # left of the 1.0x mark
+    assert main(["leaderboard", "--run", "run1", "coding10", "--config", str(path)]) == 0
+    assert "served run1/step-4000: speedup against concurrency" in capsys.readouterr().out

@@ -1,5 +1,5 @@
 """`dflash-tui bench CHECKPOINT SUITE [--host H] [--engine vllm|sglang] [--k N]
-[--concurrency C] [--wait] [--json]`: a served bench job (docs/evals.md "Served bench jobs")."""
+[--concurrency C[,C...]] [--wait] [--json]`: a served bench job (docs/evals.md "Served bench jobs")."""
 
 from __future__ import annotations
 
@@ -12,6 +12,17 @@ from dflash_tui.evals.jobs.benchjobs import ENGINES, BenchOptions
 from dflash_tui.evals.jobs.job import DONE, Job
 from dflash_tui.evals.results.served.board import format_speedup, format_tau, format_tok_s
 from dflash_tui.evals.results.served.store import ServedStore
+
+
+def levels(text: str) -> tuple[int, ...]:
+    """argparse type: `4` or `1,4,16`, each at least 1."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected levels such as 1 or 1,4,16; got {text!r}")
+    return values
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -30,7 +41,26 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add_target_args(p)
     p.add_argument("--engine", choices=ENGINES, default="vllm")
     p.add_argument("--k", type=int, help="draft tokens per step (default: block size - 1)")
-    p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
+    p.add_argument(
+        "--concurrency",
+        type=levels,
+        default=(1,),
+        metavar="C[,C...]",
+        help="requests in flight (default 1); several levels (1,4,16) are measured each in "
+        "turn, with tau and speedup per level",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help="timed rounds of every task on each engine, for the speedup's 95%% interval "
+        "(default 3)",
+    )
+    p.add_argument(
+        "--fresh-baseline",
+        action="store_true",
+        help="serve the target alone again instead of reusing the host's kept run for the "
+        "same prompts, target, engine and version, GPU and settings",
+    )
     p.add_argument("--port", type=int, help="the engine's loopback port (default: a free one)")
     p.add_argument("--health-timeout", type=float, help="seconds the engine gets to answer /health")
     p.add_argument("--wait", action="store_true", help="follow the job to its end, then collect")
@@ -45,6 +75,8 @@ async def _bench(args: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         concurrency=args.concurrency,
         port=args.port,
         health_timeout_s=args.health_timeout,
+        rounds=args.rounds,
+        fresh_baseline=args.fresh_baseline,
     )
     async with eval_context(args.config) as ctx:
         manager = ctx.manager
@@ -70,8 +102,11 @@ def _print(out: dict[str, Any]) -> None:
         print(
             f"  {row['task']}: served tau {format_tau(row['tau'])}{extra}, "
             f"{format_tok_s(row['throughput_tok_s'])} tok/s, speedup "
-            f"{format_speedup(row['speedup'])}"
+            f"{format_speedup(row['speedup'], details.get('speedup_low'), details.get('speedup_high'))}"
         )
+        if "baseline_reused" in details:
+            how = "reused the host's kept run" if details["baseline_reused"] else "measured"
+            print(f"  baseline: {how} ({details.get('engine_runs')} engine runs)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,17 +38,20 @@ from dflash_tui.evals.results.served.beside import (
 )
 from dflash_tui.evals.results.served.board import (
     SERVED_LABEL,
+    SPREAD_NOTE,
     ServedSection,
     format_speedup,
     format_tau,
     row_cells,
     served_section,
     served_suites,
+    spread_unsure,
 )
 from dflash_tui.evals.results.served.dataset_table import dataset_rows
 from dflash_tui.evals.results.served.dflash_served import SUITE_TASK
 from dflash_tui.evals.results.served.field_table import field_rows, render
 from dflash_tui.evals.results.served.store import ServedStore
+from dflash_tui.evals.results.served.sweep_view import sweep_lines, sweep_of
 from dflash_tui.evals.results.store import ResultsStore
 
 if TYPE_CHECKING:
@@ -157,7 +160,9 @@ def _newest_sha(section: ServedSection, checkpoint: str) -> str | None:
 def _served_cells(cells: dict[str, Any], beside: ServedBeside | None) -> dict[str, Any]:
     if beside is not None:
         cells["served_tau"] = format_tau(beside.tau)
-        cells["served_speedup"] = format_speedup(beside.speedup)
+        cells["served_speedup"] = format_speedup(
+            beside.speedup, beside.speedup_low, beside.speedup_high
+        )
         cells["served_gap"] = format_gap(beside.suite_gap)
     return cells
 
@@ -172,6 +177,8 @@ def _served_notes(beside: dict[str, ServedBeside]) -> list[str]:
             + ", ".join(differ)
             + ": compare them only within one setting (--json has each row's settings)"
         )
+    if any(b.speedup_unsure for b in beside.values()):
+        notes.append(SPREAD_NOTE)
     for name, b in beside.items():
         for task in b.flagged_tasks:
             gap = b.tasks[task]
@@ -297,6 +304,8 @@ SERVED_TABLE = [
     ("task", "TASK"),
     ("method", "METHOD"),
     ("served_tau", "SERVED TAU"),
+    ("req_tau", "MEAN/REQ"),
+    ("tau_spread", "P10/P50/P90"),
     ("tok_s", "TOK/S"),
     ("speedup", "SPEEDUP"),
     ("settings", "SETTINGS"),
@@ -304,7 +313,16 @@ SERVED_TABLE = [
 ]
 
 
-SERVED_PRIORITY = ["checkpoint", "served_tau", "task", "method", "speedup", "tok_s"]
+SERVED_PRIORITY = [
+    "checkpoint",
+    "served_tau",
+    "task",
+    "method",
+    "speedup",
+    "req_tau",
+    "tau_spread",
+    "tok_s",
+]
 
 
 def _print_served(section: ServedSection) -> None:
@@ -314,9 +332,20 @@ def _print_served(section: ServedSection) -> None:
     print(f"\n-- {section.suite} / {SERVED_LABEL}")
     rows = [row_cells(r) for r in section.rows]
     width = terminal_width()
-    shown, left_out = fit_columns(rows, SERVED_TABLE, width, SERVED_PRIORITY)
+    spread = ("req_tau", "tau_spread")  # only benches with per-request tau have them
+    table = [c for c in SERVED_TABLE if c[0] not in spread or any(r[c[0]] != "-" for r in rows)]
+    shown, left_out = fit_columns(rows, table, width, SERVED_PRIORITY)
     print(format_table(rows, shown))
+    if spread_unsure(r.entry for r in section.rows):
+        print(textwrap.fill(f"note: {SPREAD_NOTE}", width or 200, subsequent_indent="      "))
     _say_left_out(left_out, width)
+    drawn = set()
+    for r in section.rows:  # each checkpoint's newest sweep over concurrency (its suite row)
+        sweep = sweep_of(r.entry.details) if r.entry.task == SUITE_TASK else []
+        if len(sweep) > 1 and r.checkpoint not in drawn:
+            drawn.add(r.checkpoint)
+            print()
+            print("\n".join(sweep_lines(r.checkpoint, sweep)))
 
 
 def _progress(args: argparse.Namespace) -> int:

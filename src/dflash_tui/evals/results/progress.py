@@ -140,6 +140,22 @@ class RunProgress:
     note: str | None = None
     attention: str | None = None  # the one semantics its series hold (evals/results/semantics.py)
     legend: str | None = None  # what tau_greedy and tau_top1 are (evals.leaderboard.legend)
+    # the newest-step served bench's suite figures (per-request tau, accepted-length
+    # histogram): (checkpoint, its details)
+    served_detail: tuple[str, Mapping[str, Any]] | None = None
+
+    def served_histogram_lines(self) -> list[str]:
+        """The accepted-length histogram of the run's newest served bench, and its speedup
+        against concurrency when it swept levels, as text bars."""
+        from dflash_tui.evals.results.served.requests_view import histogram_block
+        from dflash_tui.evals.results.served.sweep_view import sweep_lines, sweep_of
+
+        if self.served_detail is None:
+            return []
+        checkpoint, details = self.served_detail
+        lines = histogram_block(f"served {checkpoint}", details)
+        sweep = sweep_of(details)
+        return lines + (sweep_lines(f"served {checkpoint}", sweep) if len(sweep) > 1 else [])
 
     @property
     def metrics(self) -> list[str]:
@@ -156,6 +172,10 @@ class RunProgress:
         }
         if self.note:
             out["note"] = self.note
+        if self.served_detail is not None:
+            checkpoint, details = self.served_detail
+            keys = ("accept_histogram", "tau_request_mean", "tau_p10", "tau_p50", "tau_p90")
+            out["served_requests"] = {"checkpoint": checkpoint} | {k: details.get(k) for k in keys}
         return out
 
 
@@ -234,12 +254,12 @@ def build_progress(
         for p in pts
     ):
         note = f"{note}; {S.ASSUMED_NOTE}" if note else S.ASSUMED_NOTE
-    served = _served_series(store, run, suite, baseline, latest)
+    served, detail = _served_series(store, run, suite, baseline, latest)
     if served is not None:
         series = {**series, SERVED: served}
     labels = greedy_labels(latest.values())
     words = legend(labels, HEADLINE in series, brief=True) if series else None
-    return RunProgress(run, suite, baseline, series, note, attention, words)
+    return RunProgress(run, suite, baseline, series, note, attention, words, detail)
 
 
 def _served_series(
@@ -248,8 +268,9 @@ def _served_series(
     suite: str,
     baseline: str | None,
     latest: Mapping[str, StoredResult],
-) -> MetricSeries | None:
-    """The run's served benches on `suite` against step (None when it has none)."""
+) -> tuple[MetricSeries | None, tuple[str, Mapping[str, Any]] | None]:
+    """The run's served benches on `suite` against step (None when it has none), and the
+    newest step's suite details (None without an accepted-length histogram)."""
     from dflash_tui.evals.results.served.dflash_served import FORMAT, SUITE_TASK
     from dflash_tui.evals.results.served.store import ServedStore
 
@@ -259,6 +280,7 @@ def _served_series(
         if r.format == FORMAT and r.entry.task == SUITE_TASK and r.entry.tau is not None
     ]  # newest first
     points: dict[str, Point] = {}
+    details: dict[str, Mapping[str, Any]] = {}
     level = None
     for r in rows:
         if r.checkpoint == baseline and level is None:
@@ -271,10 +293,14 @@ def _served_series(
         step = _step(offline) if offline else step_from_name(r.checkpoint)
         if step is not None and r.entry.tau is not None:
             points[r.checkpoint] = Point(step, r.entry.tau, r.checkpoint, r.imported_at)
+            details[r.checkpoint] = r.entry.details
     if not points:
-        return None
+        return None, None
     ordered = tuple(sorted(points.values(), key=lambda p: (p.step, p.created_at)))
-    return MetricSeries(SERVED, ordered, level)
+    newest = ordered[-1].checkpoint
+    shown = ("accept_histogram", "sweep")
+    detail = (newest, details[newest]) if any(details[newest].get(k) for k in shown) else None
+    return MetricSeries(SERVED, ordered, level), detail
 
 
 def run_progress(
@@ -339,6 +365,7 @@ def format_progress(
         lines.append(f"note: {progress.note}")
     if axis is not None and axis.note():
         lines.append(f"note: {axis.note()}")
+    lines += progress.served_histogram_lines()
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..common.cli import emit, fail, positive, run_guarded, run_interruptible
 from ..common.errors import InputError
 from .prompts import draft_length, target_of
-from .run import Options, run
+from .run import DEFAULT_ROUNDS, Options, run
 
 
 def _argv(text: str) -> tuple[str, ...]:
@@ -27,6 +27,14 @@ def _argv(text: str) -> tuple[str, ...]:
     return (text,)
 
 
+def _levels(text: str) -> tuple[int, ...]:
+    """argparse type: `4` or `1,4,16` (each at least 1, none twice)."""
+    values = tuple(positive(v) for v in text.split(","))
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"a level is named twice in {text!r}")
+    return values
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dflash-servedbench",
@@ -40,11 +48,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drafter", required=True, help="the DFlash drafter (checkpoint) directory")
     p.add_argument("--cache", required=True, type=Path, help="the suite's dflash-cache/1")
     p.add_argument("--k", type=positive, help="draft tokens per step (default: block size - 1)")
-    p.add_argument("--concurrency", type=positive, default=1)
+    p.add_argument(
+        "--concurrency",
+        type=_levels,
+        default=(1,),
+        help="requests in flight; `1,4,16` measures each level in turn (default 1)",
+    )
     p.add_argument("--dtype", default="auto")
     p.add_argument("--port", type=int, default=0, help="loopback port (0: a free one)")
     p.add_argument("--health-timeout", type=float, default=900.0, help="seconds for /health")
+    p.add_argument(
+        "--rounds",
+        type=positive,
+        default=DEFAULT_ROUNDS,
+        help=f"timed rounds of every task per engine, for the speedup's interval "
+        f"(default {DEFAULT_ROUNDS}; the counting pass comes first, untimed)",
+    )
     p.add_argument("--no-baseline", dest="baseline", action="store_false")
+    p.add_argument(
+        "--baseline-store",
+        type=Path,
+        help="a folder of kept target-alone runs: one is reused when the prompts, target, "
+        "engine and version, GPU and settings match (default: keep none)",
+    )
+    p.add_argument(
+        "--fresh-baseline", action="store_true", help="measure the baseline again and keep it"
+    )
     p.add_argument("--engine-arg", action="append", default=[], help="one more engine argument")
     return p
 
@@ -88,6 +117,9 @@ def _run(args: argparse.Namespace) -> int:
         health_timeout_s=args.health_timeout,
         baseline=args.baseline,
         extra=tuple(args.engine_arg),
+        rounds=args.rounds,
+        baseline_store=args.baseline_store,
+        fresh_baseline=args.fresh_baseline,
     )
     summary: dict[str, object] = {}
 

@@ -1,12 +1,18 @@
 """One served bench: the speculative phase, then the baseline, each with its own engine.
 
-Each task (the samples of one name) is bracketed by `/metrics` reads: served tau
-= 1 + d(accepted) / d(drafts), position i's rate = d(accepted at i) / d(drafts).
-On the same prompts vLLM counts accepted drafts past `max_tokens`: every verify
-step adds its accepted drafts plus one token, the prefill one token, and the
-request keeps only `max_tokens`, so past_end = requests + drafts + accepted -
-output tokens, and `1 + (accepted - past_end) / drafts` is what the cache's
-greedy walk (`tau_greedy`) counts. Both are written; the board compares them.
+Each phase first sends every prompt once uncounted by the clock (the counting
+pass, which also warms the engine): each task is bracketed by `/metrics` reads:
+served tau = 1 + d(accepted) / d(drafts), position i's rate = d(accepted at i) /
+d(drafts). On the same prompts vLLM counts accepted drafts past `max_tokens`:
+every verify step adds its accepted drafts plus one token, the prefill one token,
+and the request keeps only `max_tokens`, so past_end = requests + drafts +
+accepted - output tokens, and `1 + (accepted - past_end) / drafts` is what the
+cache's greedy walk (`tau_greedy`) counts. Both are written; the board compares them.
+
+Then `rounds` timed rounds send every task again; each task's throughput is the
+mean over its rounds and its speedup carries the rounds' 95% interval
+(`spread.ratio_interval`): on a loaded host one round's throughput can be off by
+2x, and a speedup whose interval holds 1.0 is marked as such.
 """
 
 from __future__ import annotations
@@ -14,10 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import shutil
+import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,13 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from ..common.errors import RunFailure
-from . import FORMAT
-from .client import Counters, http_get, post_json, read_counters
-from .engine import Engine, EngineSpec, check_command, check_port_free, free_port
-from .prompts import Prompt, prompts_sha256, protocol_of, read_prompts
+from .baselines import BaselineStore, digest
+from .client import Counters
+from .document import Measured, document
+from .engine import check_command, check_port_free, free_port
+from .perrequest import Counts, from_counters, record
+from .phase import Answer, Emit, Phase
+from .prompts import Prompt, prompts_sha256, read_prompts
+from .spread import add_histograms, request_spread
 
-Emit = Callable[[dict[str, Any]], None]
-DYING_S = 10.0  # how long a failed request waits for the engine's exit before blaming the request
+DEFAULT_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -44,13 +52,16 @@ class Options:
     cache: Path
     out: Path
     k: int
-    concurrency: int = 1
+    concurrency: tuple[int, ...] = (1,)  # the levels, each in turn
     dtype: str = "auto"
     port: int = 0
     health_timeout_s: float = 900.0
     request_timeout_s: float = 600.0
     baseline: bool = True
     extra: tuple[str, ...] = ()
+    rounds: int = DEFAULT_ROUNDS
+    baseline_store: Path | None = None  # the host's kept baselines (None: keep none)
+    fresh_baseline: bool = False  # measure it again even when one is kept
 
 
 def _tasks(prompts: list[Prompt]) -> dict[str, list[Prompt]]:
@@ -82,122 +93,121 @@ def _gpu() -> tuple[str, int]:
     return "unknown", 0
 
 
-class Phase:
-    """One engine's life: start, health, the prompts task by task, stop (always)."""
+def _send(
+    phase: Phase, prompts: list[Prompt], concurrency: int, done: Callable[[], None]
+) -> tuple[list[Answer], float]:
+    """Every prompt, `concurrency` at a time: the answers in prompt order and the wall time."""
+    start = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
+        futures = [pool.submit(phase.request, p) for p in prompts]
+        answers = []
+        for f in futures:
+            answers.append(f.result())
+            done()
+    finally:  # a failure or SIGTERM must not wait for requests in flight
+        pool.shutdown(wait=False, cancel_futures=True)
+    return answers, time.monotonic() - start
 
-    def __init__(self, opts: Options, name: str, drafter: str | None, port: int, emit: Emit):
-        self.opts, self.name, self.emit = opts, name, emit
-        spec = EngineSpec(
-            opts.engine, opts.command, opts.target, drafter, opts.k, opts.dtype, port, opts.extra
-        )
-        self.engine = Engine(spec, opts.out.parent / f"engine-{name}.log")
-        self.version: str | None = None
 
-    def __enter__(self) -> Phase:
-        self.emit({"event": "phase", "phase": self.name, "state": "starting"})
-        self.engine.start()
-        try:
-            self.engine.wait_healthy(self.opts.health_timeout_s, lambda _w: None)
-        except BaseException:
-            self.engine.stop()  # no __exit__ for a failed __enter__
-            raise
-        with contextlib.suppress(OSError, ValueError):
-            status, body = http_get(f"{self.engine.url}/version", timeout=5.0)
-            if status == 200:
-                self.version = str(json.loads(body).get("version"))
-        self.emit({"event": "phase", "phase": self.name, "state": "serving"})
-        return self
+def _one_by_one(
+    phase: Phase, prompts: list[Prompt], done: Callable[[], None], before: Counters
+) -> tuple[list[Answer], list[Counts | None], Counters]:
+    """Each prompt alone, between two `/metrics` reads (concurrency 1): the answers, each
+    request's counts (the engine's own where it gave them) and the last read."""
+    answers, counts = [], []
+    for prompt in prompts:
+        answer = phase.request(prompt)
+        done()
+        after = phase.counters()
+        answers.append(answer)
+        counts.append(answer.counts or from_counters(before, after, phase.opts.k))
+        before = after
+    return answers, counts, before
 
-    def __exit__(self, *_: object) -> None:
-        self.engine.stop()
 
-    def counters(self) -> Counters:
-        try:
-            return read_counters(self.engine.url)
-        except (OSError, ValueError) as exc:
-            if self.engine.exits_within(DYING_S):
-                raise self.engine.died("mid-run") from None
-            raise RunFailure(f"cannot read {self.engine.url}/metrics: {exc}") from None
+def _counting_pass(
+    phase: Phase, name: str, prompts: list[Prompt], concurrency: int, done: Callable[[], None]
+) -> dict[str, Any]:
+    """The task once, untimed: its output, the engine's counts for the task (the /metrics
+    difference on vLLM, the sum of per-request `meta_info` on SGLang) and per request."""
+    vllm = phase.opts.engine == "vllm"
+    first = phase.counters() if vllm else None
+    last: Counters | None
+    if first is not None and concurrency == 1:
+        answers, counts, last = _one_by_one(phase, prompts, done, first)
+    else:
+        answers, _ = _send(phase, prompts, concurrency, done)
+        counts = [a.counts for a in answers]
+        last = phase.counters() if vllm else None
+    output = sum(a.output_tokens for a in answers)
+    row: dict[str, Any] = {
+        "requests": len(prompts),
+        "output_tokens": output,
+        "max_tokens": sum(p.max_tokens for p in prompts),
+    }
+    requests = [
+        record(name, a.prompt_tokens, a.output_tokens, c)
+        for a, c in zip(answers, counts, strict=True)
+    ]
+    if first is not None and last is not None:
+        row.update(_spec_figures(first, last, len(prompts), output))
+    elif any(c is not None for c in counts):
+        row.update(_summed_figures(requests, phase.opts.k))
+    if any("tau" in r for r in requests):
+        row["per_request"] = requests
+        row.update(request_spread(requests))
+    return row
 
-    def request(self, prompt: Prompt) -> dict[str, Any]:
-        """One greedy completion of `prompt`: its output tokens and the engine's own counts."""
-        doc: dict[str, Any]
-        if self.opts.engine == "sglang":
-            url, doc = (
-                f"{self.engine.url}/generate",
-                {
-                    "input_ids": list(prompt.input_ids),
-                    "sampling_params": {
-                        "temperature": 0,
-                        "max_new_tokens": prompt.max_tokens,
-                        "ignore_eos": True,
-                    },
-                },
-            )
-        else:
-            url, doc = (
-                f"{self.engine.url}/v1/completions",
-                {
-                    "model": "dflash-bench",
-                    "prompt": list(prompt.input_ids),
-                    "max_tokens": prompt.max_tokens,
-                    "temperature": 0,
-                    # the cached continuation ends where the target ended it (its end
-                    # token included): exactly max_tokens, as the cache holds
-                    "ignore_eos": True,
-                },
-            )
-        try:
-            status, body = post_json(url, doc, self.opts.request_timeout_s)
-        except OSError as exc:
-            if self.engine.exits_within(DYING_S):
-                raise self.engine.died("mid-run") from None
-            raise RunFailure(f"request to {url} failed: {exc}") from None
-        if status != 200 or not isinstance(body, dict):
-            if self.engine.exits_within(DYING_S):
-                raise self.engine.died("mid-run")
-            raise RunFailure(f"{url} answered {status}: {str(body)[:300]}")
-        if self.opts.engine == "sglang":
-            meta = body.get("meta_info", {})
-            out = {"output_tokens": int(meta.get("completion_tokens", 0))}
-            if meta.get("spec_verify_ct"):
-                out["verify_steps"] = int(meta["spec_verify_ct"])
-            return out
-        usage = body.get("usage") or {}
-        return {"output_tokens": int(usage.get("completion_tokens", 0))}
 
-    def task(self, name: str, prompts: list[Prompt], done: Callable[[], None]) -> dict[str, Any]:
-        """Send `prompts` (`concurrency` at a time), bracketed by /metrics reads."""
-        before = self.counters() if self.opts.engine == "vllm" else None
-        start = time.monotonic()
-        pool = ThreadPoolExecutor(max_workers=self.opts.concurrency)
-        try:
-            futures = [pool.submit(self.request, p) for p in prompts]
-            answers = []
-            for f in futures:
-                answers.append(f.result())
-                done()
-        finally:  # a failure or SIGTERM must not wait for requests in flight
-            pool.shutdown(wait=False, cancel_futures=True)
-        wall = time.monotonic() - start
-        output = sum(a["output_tokens"] for a in answers)
-        row: dict[str, Any] = {
-            "requests": len(prompts),
-            "output_tokens": output,
-            "max_tokens": sum(p.max_tokens for p in prompts),
-            "wall_s": wall,
-            "tok_s": output / wall if wall > 0 else None,
-        }
-        if before is not None:
-            after = self.counters()
-            row.update(_spec_figures(before, after, len(prompts), output))
-        steps = [a["verify_steps"] for a in answers if "verify_steps" in a]
-        if steps and len(steps) == len(answers):
-            row["per_request_tau"] = [
-                (a["output_tokens"] - 1) / a["verify_steps"] if a["verify_steps"] else None
-                for a in answers
-            ]
-        return row
+def _summed_figures(requests: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """The task's figures from its requests' own counts (SGLang's `meta_info`): never from
+    SGLang's /metrics, whose acceptance is a gauge averaged over the server's life."""
+    drafts = sum(r.get("drafts", 0) for r in requests)
+    if not drafts:
+        return {}
+    accepted = sum(r.get("accepted", 0) for r in requests)
+    past_end = sum(r.get("past_end", 0) for r in requests)
+    out: dict[str, Any] = {
+        "drafts": drafts,
+        "accepted": accepted,
+        "served_tau": 1.0 + accepted / drafts,
+        "past_end": past_end,
+        "tau_within_max_tokens": 1.0 + (accepted - past_end) / drafts,
+    }
+    if all("draft_tokens" in r for r in requests if "drafts" in r):
+        out["draft_tokens"] = sum(r.get("draft_tokens", 0) for r in requests)
+    hist = add_histograms([r["histogram"] for r in requests if "histogram" in r])
+    if hist and sum(hist) == drafts:  # position i accepted by every step accepting > i
+        out["per_position"] = [sum(hist[i + 1 :]) / drafts for i in range(min(k, len(hist) - 1))]
+    return out
+
+
+def measure(
+    phase: Phase,
+    tasks: dict[str, list[Prompt]],
+    concurrency: int,
+    done: Callable[[], None],
+) -> tuple[dict[str, dict[str, Any]], list[float]]:
+    """Each task's counting pass, then `rounds` timed rounds over every task in turn:
+    the task rows (with `tok_s_rounds`) and the suite's throughput per round."""
+    rows = {
+        name: _counting_pass(phase, name, group, concurrency, done) for name, group in tasks.items()
+    }
+    suite_rounds = []
+    for _ in range(phase.opts.rounds):
+        out_total, wall_total = 0, 0.0
+        for name, group in tasks.items():
+            answers, wall = _send(phase, group, concurrency, done)
+            output = sum(a.output_tokens for a in answers)
+            rows[name].setdefault("tok_s_rounds", []).append(output / wall if wall > 0 else 0.0)
+            rows[name]["wall_s"] = rows[name].get("wall_s", 0.0) + wall
+            out_total, wall_total = out_total + output, wall_total + wall
+        suite_rounds.append(out_total / wall_total if wall_total > 0 else 0.0)
+    for row in rows.values():
+        timed = row.get("tok_s_rounds") or []
+        row["tok_s"] = statistics.fmean(timed) if timed else None
+    return rows, suite_rounds
 
 
 def _spec_figures(before: Counters, after: Counters, requests: int, output: int) -> dict[str, Any]:
@@ -223,30 +233,29 @@ def _spec_figures(before: Counters, after: Counters, requests: int, output: int)
     }
 
 
-def _suite(rows: dict[str, dict[str, Any]], keys: tuple[str, ...]) -> dict[str, float]:
-    return {k: sum(r.get(k) or 0 for r in rows.values()) for k in keys}
-
-
 def run(opts: Options, emit: Emit) -> dict[str, Any]:
-    """The whole bench; returns the dflash-served/1 document (also written to `opts.out`)."""
+    """The whole bench; returns the dflash-served/1 document (also written to `opts.out`).
+
+    One engine with the drafter measures every concurrency level in turn, then one
+    engine serving the target alone measures the levels whose baseline the host does
+    not keep (none: that engine never starts)."""
     prompts = read_prompts(opts.cache)
     tasks = _tasks(prompts)
-    host_key = opts.engine
-    check_command(opts.engine, opts.command, host_key)
+    check_command(opts.engine, opts.command, opts.engine)
     port = opts.port or free_port()
     check_port_free(port)
-    total = len(prompts) * (2 if opts.baseline else 1)
+    passes = (1 + opts.rounds) * len(opts.concurrency)
+    total = [len(prompts) * passes * (2 if opts.baseline else 1)]
     sent = [0]
 
     def done() -> None:
         sent[0] += 1
-        emit({"event": "progress", "done": sent[0], "total": total})
+        emit({"event": "progress", "done": sent[0], "total": total[0]})
 
     emit({"event": "start", "prompts": len(prompts), "tasks": list(tasks), "port": port})
-    emit({"event": "progress", "done": 0, "total": total})
-    gpu_name, gpu_count = _gpu()
-    spec_rows: dict[str, dict[str, Any]] = {}
-    base_rows: dict[str, dict[str, Any]] = {}
+    emit({"event": "progress", "done": 0, "total": total[0]})
+    gpu = _gpu()
+    spec: dict[int, Measured] = {}
     with Phase(opts, "speculative", opts.drafter, port, emit) as phase:
         first = phase.counters() if opts.engine == "vllm" else None
         if first is not None and not first.has_spec:
@@ -257,76 +266,120 @@ def run(opts: Options, emit: Emit) -> dict[str, Any]:
                 hint="check that the engine accepted --speculative-config (its log) and that "
                 "it is a vLLM with DFlash support",
             )
-        version = phase.version
-        for name, group in tasks.items():
-            spec_rows[name] = phase.task(name, group, done)
+        for level in opts.concurrency:
+            emit({"event": "phase", "phase": "speculative", "state": f"concurrency {level}"})
+            spec[level] = Measured(*measure(phase, tasks, level, done), phase.version, {})
+            if opts.engine == "sglang" and not any(
+                r.get("drafts") for r in spec[level].rows.values()
+            ):
+                raise RunFailure(
+                    f"{phase.engine.url}/generate answered no spec_verify_ct in meta_info: the "
+                    "engine is not drafting with the checkpoint",
+                    hint="check that the engine accepted --speculative-algorithm DFLASH (its log)",
+                )
+        ran = phase.settings()
+        for m in spec.values():
+            m.settings = ran
+    bases: dict[int, tuple[Measured, dict[str, Any]]] = {}
     if opts.baseline:
-        with Phase(opts, "baseline", None, port, emit) as phase:
-            for name, group in tasks.items():
-                base_rows[name] = phase.task(name, group, done)
-    doc = _document(opts, prompts, spec_rows, base_rows, version, gpu_name, gpu_count)
+        identities = {
+            c: baseline_identity(opts, prompts, spec[c], gpu, c) for c in opts.concurrency
+        }
+        bases = _baselines(opts, identities, tasks, port, emit, done)
+        total[0] = sent[0]  # the levels reused sent nothing: the progress is complete
+        emit({"event": "progress", "done": sent[0], "total": total[0]})
+    levels = {c: (spec[c], bases[c][0] if c in bases else None) for c in opts.concurrency}
+    doc = document(opts, prompts, levels, gpu)
+    if bases:
+        kept = [info for _, info in bases.values()]
+        measured_now = any(not info["reused"] for info in kept)
+        doc["baseline"] = kept[0] if len(kept) == 1 else {"levels": kept}
+        doc["suite"].update(baseline_reused=not measured_now, engine_runs=1 + measured_now)
     part = opts.out.with_name(opts.out.name + ".part")
     part.write_text(json.dumps(doc, indent=1) + "\n")
     part.replace(opts.out)
     return doc
 
 
-def _document(
-    opts: Options,
-    prompts: list[Prompt],
-    spec_rows: dict[str, dict[str, Any]],
-    base_rows: dict[str, dict[str, Any]],
-    version: str | None,
-    gpu_name: str,
-    gpu_count: int,
+def baseline_identity(
+    opts: Options, prompts: list[Prompt], spec: Measured, gpu: tuple[str, int], concurrency: int
 ) -> dict[str, Any]:
-    tasks: dict[str, Any] = {}
-    for name, row in spec_rows.items():
-        base = base_rows.get(name, {})
-        speedup = row["tok_s"] / base["tok_s"] if row.get("tok_s") and base.get("tok_s") else None
-        tasks[name] = {**row, "baseline_tok_s": base.get("tok_s"), "speedup": speedup}
-    keys = ("requests", "output_tokens", "wall_s", "drafts", "draft_tokens", "accepted", "past_end")
-    s = _suite(spec_rows, keys)
-    b = _suite(base_rows, ("output_tokens", "wall_s"))
-    suite: dict[str, Any] = {
-        "requests": int(s["requests"]),
-        "output_tokens": int(s["output_tokens"]),
-        "tok_s": s["output_tokens"] / s["wall_s"] if s["wall_s"] else None,
-        "baseline_tok_s": b["output_tokens"] / b["wall_s"] if b["wall_s"] else None,
-    }
-    suite["speedup"] = (
-        suite["tok_s"] / suite["baseline_tok_s"]
-        if suite["tok_s"] and suite["baseline_tok_s"]
-        else None
-    )
-    if s["drafts"]:
-        suite.update(
-            drafts=int(s["drafts"]),
-            accepted=int(s["accepted"]),
-            past_end=int(s["past_end"]),
-            served_tau=1.0 + s["accepted"] / s["drafts"],
-            tau_within_max_tokens=1.0 + (s["accepted"] - s["past_end"]) / s["drafts"],
-        )
+    """What a target-alone run depends on (baselines.py): never the drafter."""
     return {
-        "format": FORMAT,
-        "settings": {
-            "engine": opts.engine,
-            "engine_version": version,
-            "k": opts.k,
-            "dtype": opts.dtype,
-            "gpu": gpu_name,
-            "gpu_count": gpu_count,
-            "concurrency": opts.concurrency,
-            "max_tokens": "continuation",
-            "temperature": 0.0,
-            "prompts_sha256": prompts_sha256(prompts),
-            "protocol": protocol_of(opts.cache),
-        },
+        "prompts_sha256": prompts_sha256(prompts),
         "target": opts.target,
-        "drafter": opts.drafter,
-        "host": platform.node(),
-        "python": sys.version.split()[0],
-        "finished_at": time.time(),
-        "tasks": tasks,
-        "suite": suite,
+        "engine": opts.engine,
+        "engine_version": spec.version,
+        "command": list(opts.command),
+        "extra": list(opts.extra),
+        "gpu": gpu[0],
+        "gpu_count": gpu[1],
+        "dtype": spec.settings.get("dtype", opts.dtype),
+        "concurrency": concurrency,
+        "max_tokens": "continuation",
+        "temperature": 0.0,
     }
+
+
+def _baselines(
+    opts: Options,
+    identities: dict[int, dict[str, Any]],
+    tasks: dict[str, list[Prompt]],
+    port: int,
+    emit: Emit,
+    done: Callable[[], None],
+) -> dict[int, tuple[Measured, dict[str, Any]]]:
+    """Each level's target-alone run: the host's kept one for its identity (unless
+    `fresh_baseline`), else measured now, in one engine for every such level, and kept.
+    Returns each with what the results say of it."""
+    store = BaselineStore(opts.baseline_store) if opts.baseline_store else None
+    out: dict[int, tuple[Measured, dict[str, Any]]] = {}
+    for level, identity in identities.items():
+        kept = store.load(identity) if store is not None and not opts.fresh_baseline else None
+        if store is None or kept is None:
+            continue
+        m = kept["measured"]
+        emit({"event": "phase", "phase": "baseline", "state": f"reused concurrency {level}"})
+        base = Measured(m["rows"], m["suite_rounds"], m.get("version"), m.get("settings", {}))
+        out[level] = (
+            base,
+            {
+                "reused": True,
+                "concurrency": level,
+                "measured_at": m.get("measured_at"),
+                "job": kept.get("job"),
+                "file": str(store.path(identity)),
+                "key": digest(identity),
+            },
+        )
+    missing = [c for c in identities if c not in out]
+    if not missing:
+        return out
+    with Phase(opts, "baseline", None, port, emit) as phase:
+        measured = {
+            c: Measured(*measure(phase, tasks, c, done), phase.version, {}) for c in missing
+        }
+        ran = phase.settings()
+    for level in missing:
+        base = measured[level]
+        base.settings = ran
+        info: dict[str, Any] = {
+            "reused": False,
+            "concurrency": level,
+            "measured_at": time.time(),
+            "key": digest(identities[level]),
+        }
+        if store is not None:
+            kept_doc = {
+                "rows": base.rows,
+                "suite_rounds": base.suite_rounds,
+                "version": base.version,
+                "settings": base.settings,
+                "measured_at": info["measured_at"],
+            }
+            try:
+                info["file"] = str(store.save(identities[level], kept_doc, opts.out.parent.name))
+            except OSError as exc:  # the bench stands; only the reuse is lost
+                emit({"event": "warning", "message": f"cannot keep the baseline: {exc}"})
+        out[level] = base, info
+    return out

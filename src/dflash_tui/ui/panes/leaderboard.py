@@ -35,6 +35,7 @@ from dflash_tui.evals.results.leaderboard import format_metric, format_ratio
 from dflash_tui.evals.results.served.beside import format_gap, served_beside, unlike_settings
 from dflash_tui.evals.results.served.board import (
     SERVED_LABEL,
+    SPREAD_NOTE,
     format_speedup,
     format_tau,
     row_cells,
@@ -239,13 +240,16 @@ class LeaderboardPane(PaneMixin, Vertical):
         ]
         if wide:
             columns += [("settings", "settings"), ("format", "from")]
+        if wide and any(row_cells(r)["req_tau"] != "-" for r in rows):
+            # the per-request spread beside the token-weighted tau
+            columns[4:4] = [("req_tau", "mean/req"), ("tau_spread", "p10/p50/p90")]
         if tuple(columns) != self._served_shape:
             self._served_shape = tuple(columns)
             table.clear(columns=True)
             for key, label in columns:
                 table.add_column(label, key=key)
         table.clear()
-        numeric = {"served_tau", "tok_s", "speedup"}
+        numeric = {"served_tau", "req_tau", "tau_spread", "tok_s", "speedup"}
         for row in rows:
             cells = row_cells(row)
             table.add_row(
@@ -275,6 +279,8 @@ class LeaderboardPane(PaneMixin, Vertical):
         differ = unlike_settings(list(self._beside(board).values()))
         if differ:  # never ranked as alike: say which setting differs
             out.append(f"\nserved benches differ in {', '.join(differ)}: not comparable")
+        if any(b.speedup_unsure for b in self._beside(board).values()):
+            out.append(f"\n{SPREAD_NOTE}", self._style("dim"))
         return out
 
     def _style(self, name: str) -> Any:
@@ -304,7 +310,10 @@ class LeaderboardPane(PaneMixin, Vertical):
         gap = beside.suite_gap if beside is not None else None
         cells["served_tau"] = Text(format_tau(beside.tau) if beside else "-", justify="right")
         cells["served_speedup"] = Text(
-            format_speedup(beside.speedup) if beside else "-", justify="right"
+            format_speedup(beside.speedup, beside.speedup_low, beside.speedup_high)
+            if beside
+            else "-",
+            justify="right",
         )
         style = "bold red" if gap is not None and gap.flagged else ""
         cells["served_gap"] = Text(format_gap(gap), style=style)

@@ -170,6 +170,8 @@ class ProgressPane(PaneMixin, Vertical):
             text = "no results yet: checkpoints appear here as they are evaluated"
         else:
             text = ""
+        if progress is not None:  # the newest served bench's accepted lengths, as bars
+            text = "\n".join([text, *progress.served_histogram_lines()]).strip("\n")
         note = self.query_one("#progress-note", Static)
         note.update(text)
         note.display = bool(text)

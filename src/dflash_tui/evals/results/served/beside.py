@@ -81,6 +81,14 @@ class ServedBeside:
     suite_gap: Gap | None
     tasks: Mapping[str, Gap] = field(default_factory=dict)
     imported_at: float = 0.0
+    speedup_low: float | None = None  # the speedup's 95% interval over the timed rounds
+    speedup_high: float | None = None
+
+    @property
+    def speedup_unsure(self) -> bool:
+        """Whether the speedup's interval includes 1.0 (no speedup is as likely)."""
+        low, high = self.speedup_low, self.speedup_high
+        return low is not None and high is not None and low <= 1.0 <= high
 
     @property
     def flagged_tasks(self) -> list[str]:
@@ -90,11 +98,18 @@ class ServedBeside:
         return {
             "tau": self.tau,
             "speedup": self.speedup,
+            "speedup_low": self.speedup_low,
+            "speedup_high": self.speedup_high,
+            "speedup_unsure": self.speedup_unsure,
             "settings": dict(self.settings),
             "suite": self.suite_gap.as_dict() if self.suite_gap else None,
             "tasks": {t: g.as_dict() for t, g in self.tasks.items()},
             "flagged_tasks": self.flagged_tasks,
         }
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _term(details: Mapping[str, Any]) -> float | None:
@@ -144,6 +159,8 @@ def served_beside(
             _gap(entry.tau, metrics.get("tau_greedy"), entry.details) if suite_row else None,
             gaps,
             rows[0].imported_at,
+            _number(suite_row.entry.details.get("speedup_low")) if suite_row else None,
+            _number(suite_row.entry.details.get("speedup_high")) if suite_row else None,
         )
     return out
 

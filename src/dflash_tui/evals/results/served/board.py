@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_tui.evals.results.served.record import settings_text
+from dflash_tui.evals.results.served.record import ServedEntry, settings_text
+from dflash_tui.evals.results.served.requests_view import request_mean_text, spread_text
 from dflash_tui.evals.results.served.store import ServedResult, ServedStore
 
 SERVED_LABEL = "served: tau from real decoding (not ranked with the offline streaks)"
@@ -72,8 +73,35 @@ def format_tok_s(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def format_speedup(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+SPREAD_MARK = "?"
+SPREAD_NOTE = (
+    f"{SPREAD_MARK}: the speedup's 95% interval over the timed rounds includes 1.0 "
+    "(not told apart from no speedup: time more rounds, `bench --rounds N`)"
+)
+
+
+def format_speedup(value: float | None, low: float | None = None, high: float | None = None) -> str:
+    """`1.42x`, with its interval when known: `1.42x [1.31-1.55]`; `?` marks an interval
+    that includes 1.0."""
+    if value is None:
+        return "-"
+    text = f"{value:.2f}x"
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+        text += f" [{low:.2f}-{high:.2f}]"
+        if low <= 1.0 <= high:
+            text += f" {SPREAD_MARK}"
+    return text
+
+
+def entry_speedup(entry: ServedEntry) -> str:
+    """An entry's speedup with the interval its details carry (a dflash-served bench's)."""
+    d = entry.details
+    return format_speedup(entry.speedup, d.get("speedup_low"), d.get("speedup_high"))
+
+
+def spread_unsure(entries: Iterable[ServedEntry]) -> bool:
+    """Whether any of `entries` has a speedup interval that includes 1.0."""
+    return any(e.details.get("speedup_includes_one") is True for e in entries)
 
 
 def row_cells(row: ServedResult) -> dict[str, str]:
@@ -84,8 +112,10 @@ def row_cells(row: ServedResult) -> dict[str, str]:
         "task": e.task,
         "method": e.method,
         "served_tau": format_tau(e.tau),
+        "req_tau": request_mean_text(e.details),
+        "tau_spread": spread_text(e.details),
         "tok_s": format_tok_s(e.throughput_tok_s),
-        "speedup": format_speedup(e.speedup),
+        "speedup": entry_speedup(e),
         "settings": settings_text(e.settings),
         "format": row.format,
     }

@@ -2,13 +2,30 @@
 
     {"format": "dflash-served/1",
      "settings": {"engine", "engine_version", "k", "dtype", "gpu", "gpu_count",
-                  "concurrency", "max_tokens", "temperature", "prompts_sha256"},
+                  "concurrency", "max_tokens", "temperature", "prompts_sha256", "rounds"},
+     "ran": {"speculative": {"dtype", "dtype_source"}, "baseline": {...}, "dtype_asked"},
      "target": DIR, "drafter": DIR, "host", "python", "finished_at",
      "tasks": {NAME: {"requests", "output_tokens", "max_tokens", "wall_s", "tok_s",
                       "baseline_tok_s", "speedup", "drafts", "draft_tokens", "accepted",
                       "served_tau", "past_end", "tau_within_max_tokens",
-                      "per_position": [rate at 0, 1, ...]}},
-     "suite": {the same sums and ratios over every task}}
+                      "per_position": [rate at 0, 1, ...],
+                      "tok_s_rounds", "baseline_tok_s_rounds": [each timed round's tok/s],
+                      "speedup_low", "speedup_high": its 95% interval over the rounds,
+                      "speedup_includes_one",
+                      "per_request": [{"task", "prompt_tokens", "output_tokens", "drafts",
+                                       "accepted", "tau", "past_end", "tau_within_max_tokens",
+                                       "histogram", "source", "engine_tau"}],
+                      "tau_request_mean", "tau_p10", "tau_p50", "tau_p90",
+                      "accept_histogram": [verify steps accepting 0, 1, ... drafts]}},
+     "suite": {the same sums and ratios over every task, and "baseline_reused",
+               "engine_runs": 1 when the host's kept target-alone run was reused, else 2},
+     "baseline": {"reused", "measured_at", "job", "file", "key"}}
+
+With `--concurrency 1,4,16` the rows above are the first level's; each task and
+the suite add `sweep`: [{"concurrency", "served_tau", "tau_within_max_tokens",
+"tau_request_mean", "tok_s", "baseline_tok_s", "speedup", "speedup_low",
+"speedup_high", "speedup_includes_one"}, one per level], `settings` adds
+`concurrency_levels`, and `levels` keeps every level's full rows.
 
 One entry per task, plus the suite's as task `SUITE_TASK`. `tau` is the engine's
 served tau (1 + accepted / drafts); `details.tau_within_max_tokens` is the same
@@ -41,6 +58,21 @@ DETAIL_KEYS = (
     "tau_within_max_tokens",
     "per_position",
     "per_request_tau",
+    "tok_s_rounds",
+    "baseline_tok_s_rounds",
+    "speedup_low",
+    "speedup_high",
+    "speedup_includes_one",
+    "per_request",
+    "tau_request_mean",
+    "tau_p10",
+    "tau_p50",
+    "tau_p90",
+    "tau_requests",
+    "accept_histogram",
+    "baseline_reused",
+    "engine_runs",
+    "sweep",
 )
 
 
