@@ -23,9 +23,10 @@ MAX_NEW = 24
 FAILURES = ("refuse", "oom", "die", "nospec")
 
 
-def standin_engines() -> list[str]:
-    """The stand-in engines running now, as "PID PGID ARGV" lines: the processes whose
-    script is STANDIN, from /proc/PID/cmdline. Not from `ps`: it cuts its lines at
+def standin_engines(target: Path) -> list[str]:
+    """The stand-in engines serving `target` now, as "PID PGID ARGV" lines: the processes
+    whose script is STANDIN and whose arguments name `target` (another test file's models,
+    in another xdist worker, are not ours to count or kill), from /proc/PID/cmdline. Not from `ps`: it cuts its lines at
     $COLUMNS, which a pytest process hands every child as 80 (its capture imports
     readline, which exports the terminal's size at the C level, out of `os.environ`'s
     sight), so a long checkout path hid the engine; and the bench's own processes name
@@ -41,7 +42,7 @@ def standin_engines() -> list[str]:
             pgid = (entry / "stat").read_text().rsplit(") ", 1)[1].split()[2]
         except (OSError, IndexError):
             continue  # gone meanwhile
-        if len(argv) > 1 and argv[1] == str(STANDIN):
+        if len(argv) > 1 and argv[1] == str(STANDIN) and str(target) in argv:
             found.append(f"{entry.name} {pgid} {' '.join(a for a in argv if a)}")
     return found
 

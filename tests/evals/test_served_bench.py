@@ -64,8 +64,8 @@ class Bed:
         return doc.get("job", doc)
 
     def engines(self) -> list[str]:
-        """The stand-in engines in the host's process table, as "PID PGID ARGV" lines."""
-        return standin_engines()
+        """The stand-in engines serving this bed's target, as "PID PGID ARGV" lines."""
+        return standin_engines(self.models.target)
 
 
 @pytest.fixture

@@ -69,8 +69,9 @@ device = "cpu"
         slurm_plain.cancel_all()
 
 
-def engines() -> list[str]:
-    return standin_engines()
+def engines(models: Models) -> list[str]:  # noqa: F811
+    """The stand-in engines serving this module's target (not another worker's)."""
+    return standin_engines(models.target)
 
 
 async def until(manager: JobManager, job_id: str, check, what: str) -> J.Job:  # type: ignore[no-untyped-def]
@@ -98,13 +99,13 @@ async def test_a_slurm_bench_runs_is_collected_and_a_cancel_leaves_no_engine(
     rows = {r.entry.task: r.entry for r in store.results("served")}
     for task, tau_greedy in models.tau_greedy.items():
         assert rows[task].details["tau_within_max_tokens"] == pytest.approx(tau_greedy)
-    assert engines() == []
+    assert engines(models) == []
 
     second = await manager.start_bench("copy", "served", BenchOptions())
-    await until(manager, second.id, lambda j: bool(engines()) or j.terminal, "serving")
+    await until(manager, second.id, lambda j: bool(engines(models)) or j.terminal, "serving")
     cancelled = await manager.cancel(second.id)
     assert cancelled.state == J.CANCELLED, cancelled
     deadline = time.monotonic() + 30  # scancel signals the batch step; it ends a moment later
-    while engines() and time.monotonic() < deadline:
+    while engines(models) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
-    assert engines() == [], "the engine outlived its cancelled Slurm job"
+    assert engines(models) == [], "the engine outlived its cancelled Slurm job"
