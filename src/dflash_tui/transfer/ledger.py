@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dflash_tui.core.schemas import TRANSFERS
+from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.verify import Range
 
 SCHEMA = TRANSFERS  # the tables this module reads and writes (core/schemas.py)
@@ -127,6 +128,18 @@ class TransferLedger:
             (src, dst),
         ).fetchall()
         return _record(rows[0]) if rows else None
+
+    def resumable(self, src: str, dst: str) -> TransferRecord | None:
+        """`find_unfinished`, refused (TransferError, kind "busy") while a live process
+        runs it: one transfer between two endpoints at a time."""
+        record = self.find_unfinished(src, dst)
+        if record is not None and record.state == "running":
+            raise TransferError(
+                f"transfer {record.id} ({record.src} -> {record.dst}) is already running "
+                f"in process {record.pid}",
+                kind="busy",
+            )
+        return record
 
     def list(self, *, unfinished_only: bool = False, limit: int = 100) -> list[TransferRecord]:
         records = [
