@@ -38,7 +38,7 @@ from dflash_tui.transfer.s3.client import ObjectInfo
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.engine import Planned, StoreTransfer, limited_gather
 from dflash_tui.transfer.scripts import DST_RANGE, FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
-from dflash_tui.transfer.sides import Output, Side, make_side
+from dflash_tui.transfer.sides import Output
 from dflash_tui.transfer.verify import Range, parse_dd_report, parse_hash_line, split_ranges
 
 FILE_MODE = 0o644
@@ -71,19 +71,11 @@ class Download(StoreTransfer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.side: Side = make_side(self.pool, self.dst.host)
         self.jobs: list[DownloadJob] = []
         self._checked = False
 
     async def _attempt(self, *, first: bool) -> None:
-        try:
-            await self.side.connect()
-        except TransferError as exc:
-            if first:
-                raise
-            raise ConnectionLost(self.side.label, exc.message) from None
-        if first:
-            await self.client.check_bucket()
+        await self._connect(first=first)
         tree, objects = await self._walk()
         # an S3 source Endpoint stands where resolve_destination names a host's one
         root = await resolve_destination(self.side, self.src, self.dst, tree.is_dir)  # type: ignore[arg-type]

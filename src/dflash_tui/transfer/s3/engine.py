@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.endpoints import Endpoint
-from dflash_tui.transfer.errors import TransferError
+from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import (
     EventSink,
     FileVerified,
@@ -32,6 +32,7 @@ from dflash_tui.transfer.retry import attempt_to_end, record_done, record_failur
 from dflash_tui.transfer.s3.client import S3Store
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.state import UploadState
+from dflash_tui.transfer.sides import Side, make_side
 
 MODE = "store"
 
@@ -82,6 +83,21 @@ class StoreTransfer:
         self.bytes_total = 0
         self.started = time.monotonic()
         self.dst_label = str(dst)
+        host_end = dst if isinstance(src, StoreEndpoint) else src
+        assert isinstance(host_end, Endpoint)
+        self.side: Side = make_side(pool, host_end.host)  # the host (or this machine)
+
+    async def _connect(self, *, first: bool) -> None:
+        """Reach the host side (a lost link on a retry is ConnectionLost, to retry again);
+        the first attempt also checks the bucket."""
+        try:
+            await self.side.connect()
+        except TransferError as exc:
+            if first:
+                raise
+            raise ConnectionLost(self.side.label, exc.message) from None
+        if first:
+            await self.client.check_bucket()
 
     # ------------------------------------------------------------------ top level
 

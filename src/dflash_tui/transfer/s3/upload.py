@@ -37,7 +37,7 @@ from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.engine import Planned, StoreTransfer, limited_gather
 from dflash_tui.transfer.s3.scripts import HASH_PARTS
 from dflash_tui.transfer.scripts import SRC_RANGE, argv
-from dflash_tui.transfer.sides import Output, Side, make_side
+from dflash_tui.transfer.sides import Output
 from dflash_tui.transfer.verify import EMPTY_SHA256, Range, parse_dd_report, split_ranges
 
 MIN_PART_BYTES = 5 * 1024 * 1024  # S3's smallest part (but the last)
@@ -87,18 +87,10 @@ class Upload(StoreTransfer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.side: Side = make_side(self.pool, self.src.host)
         self.jobs: list[UploadJob] = []
 
     async def _attempt(self, *, first: bool) -> None:
-        try:
-            await self.side.connect()
-        except TransferError as exc:
-            if first:
-                raise
-            raise ConnectionLost(self.side.label, exc.message) from None
-        if first:
-            await self.client.check_bucket()
+        await self._connect(first=first)
         await self._forget_finished_uploads()
         tree = await walk_source(self.side, self.src)
         root = await self._resolve(tree.is_dir)
