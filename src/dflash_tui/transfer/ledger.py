@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dflash_tui.core.processes import pid_exists
 from dflash_tui.core.schemas import TRANSFERS
 from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.verify import Range
@@ -71,15 +72,7 @@ class FileRecord:
 
 
 def _pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid is not None and pid != 0 and pid_exists(pid)
 
 
 def _record(row: sqlite3.Row) -> TransferRecord:
