@@ -63,7 +63,7 @@ class DownloadJob:
         return sum(r.length for r in self.ranges if r.offset in self.written)
 
 
-class Download(StoreTransfer):
+class Download(StoreTransfer[DownloadJob]):
     """`relay STORE:path host:path` (or a store to a local path)."""
 
     src: StoreEndpoint
@@ -71,7 +71,6 @@ class Download(StoreTransfer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.jobs: list[DownloadJob] = []
         self._checked = False
 
     async def _attempt(self, *, first: bool) -> None:
@@ -98,10 +97,7 @@ class Download(StoreTransfer):
             for new in jobs:
                 if new.file == old.file and new.dst_part == old.dst_part:
                     new.written, new.done = set(old.written), old.done
-        self.jobs = jobs
-        self.order = [j.label for j in jobs]
-        self.bytes_total = tree.total_bytes
-        self.ledger.set_totals(self.transfer_id, len(jobs), tree.total_bytes)
+        self._plan(jobs, tree.total_bytes)
         checker = destination.DestinationCheck(self.side, root, force=self.options.force)
         up_to_date = await checker.run(
             tree,

@@ -14,7 +14,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.endpoints import Endpoint
@@ -50,8 +50,18 @@ class Planned:
     already: int = 0
 
 
-class StoreTransfer:
-    """Base of the upload and the download: bookkeeping around `_attempt`."""
+class FileJob(Protocol):
+    """What the base needs of an upload's or a download's per-file job."""
+
+    label: str
+
+
+J = TypeVar("J", bound=FileJob)
+
+
+class StoreTransfer(Generic[J]):
+    """Base of the upload and the download: bookkeeping around `_attempt`; `jobs` are
+    the files' jobs of the latest attempt (kept across a retry)."""
 
     def __init__(
         self,
@@ -83,9 +93,17 @@ class StoreTransfer:
         self.bytes_total = 0
         self.started = time.monotonic()
         self.dst_label = str(dst)
+        self.jobs: list[J] = []
         host_end = dst if isinstance(src, StoreEndpoint) else src
         assert isinstance(host_end, Endpoint)
         self.side: Side = make_side(pool, host_end.host)  # the host (or this machine)
+
+    def _plan(self, jobs: list[J], total_bytes: int) -> None:
+        """This attempt's jobs, in order, and their size, kept and recorded."""
+        self.jobs = jobs
+        self.order = [j.label for j in jobs]
+        self.bytes_total = total_bytes
+        self.ledger.set_totals(self.transfer_id, len(jobs), total_bytes)
 
     async def _connect(self, *, first: bool) -> None:
         """Reach the host side (a lost link on a retry is ConnectionLost, to retry again);

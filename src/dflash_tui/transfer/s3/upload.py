@@ -25,7 +25,6 @@ import base64
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from dflash_tui.core.tasks import run_all
 from dflash_tui.transfer.endpoints import Endpoint
@@ -79,15 +78,11 @@ class UploadJob:
     kept: dict[int, tuple[str, str]] = field(default_factory=dict)  # part -> (etag, sha256)
 
 
-class Upload(StoreTransfer):
+class Upload(StoreTransfer[UploadJob]):
     """`relay host:path STORE:path` (or a local path to a store)."""
 
     src: Endpoint
     dst: StoreEndpoint
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.jobs: list[UploadJob] = []
 
     async def _attempt(self, *, first: bool) -> None:
         await self._connect(first=first)
@@ -109,10 +104,7 @@ class Upload(StoreTransfer):
                     parts=split_ranges(f.size, part),
                 )
             )
-        self.jobs = jobs
-        self.order = [j.label for j in jobs]
-        self.bytes_total = tree.total_bytes
-        self.ledger.set_totals(self.transfer_id, len(jobs), tree.total_bytes)
+        self._plan(jobs, tree.total_bytes)
         for job in jobs:
             f = job.file
             if not self.ledger.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode):
