@@ -51,7 +51,14 @@ import torch
 from .arrow import read_dataset_columns
 from .cache import Manifest, SampleSpec
 from .errors import InputError, Problems
-from .tensors import DTYPE_NAMES, FLOAT_WEIGHTS, INTEGERS, TensorFile, pt_refusal
+from .tensors import (
+    DTYPE_NAMES,
+    FLOAT_WEIGHTS,
+    INTEGERS,
+    TensorFile,
+    pt_refusal,
+    pt_unreadable,
+)
 
 SPECFORGE = "specforge"
 SPECULATORS = "speculators"
@@ -114,11 +121,7 @@ def load_ckpt(path: Path, what: str = "SpecForge sample") -> dict[str, Any]:
     except (gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"{what}: {path} is not valid gzip ({exc})") from None
     except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(
-            f"{what}: cannot read {path}: truncated or not a torch file ({first})",
-            hint="copy the file again, or prepare it again",
-        ) from None
+        raise pt_unreadable(what, path, exc, "copy the file again, or prepare it again") from None
 
     def plain(v: object) -> bool:
         if isinstance(v, (list, tuple)):
