@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from dflash_tui.core.state import open_state
 from dflash_tui.transfer.endpoints import Endpoint, EndpointError, parse_endpoint
+from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.events import FileProgress, ProgressTracker, TransferStarted
 from dflash_tui.transfer.hashing import complete_prefix
+from dflash_tui.transfer.ledger import SCHEMA as LEDGER_SCHEMA
+from dflash_tui.transfer.ledger import TransferLedger
 from dflash_tui.transfer.verify import Range, parse_dd_report, parse_hash_line, split_ranges
 
 HOSTS = ["ct129", "ct200"]
@@ -130,3 +136,17 @@ def test_follow_hasher_hashes_in_order_with_and_without_python(tmp_path, with_py
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[0] == hashlib.sha256(data).hexdigest()
+
+
+def test_a_running_transfer_is_busy_and_an_interrupted_one_resumable(tmp_path: Path) -> None:
+    """dispatch and the store relay both ask `resumable` for the row to resume."""
+    conn = open_state(tmp_path, LEDGER_SCHEMA)
+    ledger = TransferLedger(conn)
+    assert ledger.resumable("a:/x", "b:/y") is None
+    tid = ledger.create("a:/x", "b:/y", mode="relay", keep_local=None, range_bytes=1 << 20)
+    with pytest.raises(TransferError, match=f"transfer {tid} .* is already running") as err:
+        ledger.resumable("a:/x", "b:/y")
+    assert err.value.kind == "busy"
+    conn.execute("UPDATE transfers SET state = 'interrupted' WHERE id = ?", (tid,))
+    record = ledger.resumable("a:/x", "b:/y")
+    assert record is not None and record.id == tid

@@ -3,7 +3,9 @@ an up-to-date one saying so with the size it did not send (80x24)."""
 
 from __future__ import annotations
 
-from dflash_tui.console.transfers import TransferView
+from dataclasses import asdict
+
+from dflash_tui.console.transfers import LiveTransfer, TransferView, view_from_live
 from dflash_tui.ui.panes.jobs import JobsPane
 from tests.ui.fixture_session import NOW, FixtureSession
 from tests.waiting import settled
@@ -40,3 +42,11 @@ async def test_finished_and_up_to_date_transfers(make_app) -> None:
     same = lines[lines.index(next(x for x in lines if "models/same" in x)) + 1]
     assert "100%" in sent and "3.46/3.46 GiB" in sent and "avg 118 MiB/s" in sent, sent
     assert "up to date: 2 files (3.46 GiB)" in same and "0 B" not in same, same
+
+
+def test_a_live_transfer_becomes_a_view_field_for_field() -> None:
+    """view_from_live copies every LiveTransfer field by name: the two must stay alike."""
+    live = LiveTransfer("a:/x", "b:/y", started_at=NOW, bytes_done=5, files_up_to_date=1)
+    shown = view_from_live("t1", live)
+    assert shown == TransferView(id="t1", **asdict(live))
+    assert (shown.src, shown.bytes_done, shown.files_up_to_date) == ("a:/x", 5, 1)

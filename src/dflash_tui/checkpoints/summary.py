@@ -16,7 +16,7 @@ import math
 import os
 import re
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,14 +186,20 @@ def target_value(config: Mapping[str, Any], name: str) -> tuple[Any, str | None]
 # --------------------------------------------------------------------------- parsing
 
 
+def _json(raw: bytes, problem: Callable[[ValueError], str]) -> Any:
+    """`raw` parsed as JSON, or CheckpointError(`problem(why not)`): a checkpoint's
+    header, config.json and index are read the same way."""
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(problem(exc)) from None
+
+
 def parse_header(raw: bytes, file: str, where: str) -> list[TensorInfo]:
     """Tensors of one safetensors header (the JSON after the length prefix)."""
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(
-            f"{where}/{file}: not a safetensors file (header is not JSON: {exc})"
-        ) from None
+    header = _json(
+        raw, lambda e: f"{where}/{file}: not a safetensors file (header is not JSON: {e})"
+    )
     if not isinstance(header, dict):
         raise CheckpointError(
             f"{where}/{file}: not a safetensors file (header is not a JSON object)"
@@ -247,11 +253,8 @@ def build_summary(
     if config_raw is None:
         problems.append("no config.json")
     else:
-        try:
-            loaded = json.loads(config_raw)
-            config = loaded if isinstance(loaded, dict) else {}
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"{where}/config.json: not valid JSON ({exc})") from None
+        loaded = _json(config_raw, lambda e: f"{where}/config.json: not valid JSON ({e})")
+        config = loaded if isinstance(loaded, dict) else {}
     tensors: list[TensorInfo] = []
     weight_files = []
     for name, size, header, digest in files:
@@ -362,12 +365,7 @@ def inspect_local(path: str, *, sha256: bool = False) -> CheckpointSummary:
 def load_index(raw: bytes | None, where: str) -> dict[str, Any] | None:
     if raw is None:
         return None
-    try:
-        loaded = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(
-            f"{where}/model.safetensors.index.json: not valid JSON ({exc})"
-        ) from None
+    loaded = _json(raw, lambda e: f"{where}/model.safetensors.index.json: not valid JSON ({e})")
     return loaded if isinstance(loaded, dict) else None
 
 

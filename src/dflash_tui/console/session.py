@@ -58,6 +58,7 @@ from dflash_tui.console.events import (
 )
 from dflash_tui.console.transfers import TransferTracker, TransferView
 from dflash_tui.core.config import Config
+from dflash_tui.core.subscribers import Subscribers
 from dflash_tui.evals.jobs.job import JobState
 from dflash_tui.monitor.monitor import Monitor, MonitorOptions
 from dflash_tui.monitor.views import (
@@ -169,7 +170,7 @@ class ConsoleSession:
         self._calibration.monitor = self.monitor
         self.auto_eval = auto_eval
         self._served_cache: ServedStore | None = None  # made on first use
-        self._subscribers: list[Callable[[SessionEvent], None]] = []
+        self._subscribers: Subscribers[SessionEvent] = Subscribers("session", log)
         self._unsubscribe_monitor: Callable[[], None] | None = None
         self.alerts = AlertRules()
         self._collapse = CollapseWatch(config, self._offline_tau)
@@ -312,20 +313,10 @@ class ConsoleSession:
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:
         """Call `callback(event)` for every SessionEvent; returns an unsubscribe function."""
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                self._subscribers.remove(callback)
-
-        return unsubscribe
+        return self._subscribers.add(callback)
 
     def _emit(self, event: SessionEvent) -> None:
-        for callback in list(self._subscribers):
-            try:
-                callback(event)
-            except Exception:
-                log.exception("session subscriber failed on %r", event)
+        self._subscribers.emit(event)
 
     def _on_monitor_event(self, event: MonitorEvent) -> None:
         self._emit(event)

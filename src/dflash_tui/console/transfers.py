@@ -5,7 +5,7 @@ state database)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from dflash_tui.transfer import (
@@ -67,23 +67,9 @@ class LiveTransfer:
 
 
 def view_from_live(transfer_id: str, t: LiveTransfer) -> TransferView:
-    return TransferView(
-        id=transfer_id,
-        src=t.src,
-        dst=t.dst,
-        state=t.state,
-        bytes_done=t.bytes_done,
-        bytes_total=t.bytes_total,
-        files_total=t.files_total,
-        rate_bps=t.rate_bps,
-        eta_s=t.eta_s,
-        current_file=t.current_file,
-        error=t.error,
-        started_at=t.started_at,
-        finished_at=t.finished_at,
-        files_up_to_date=t.files_up_to_date,
-        bytes_up_to_date=t.bytes_up_to_date,
-    )
+    """A frozen copy of what the events told: a LiveTransfer has every field of the
+    view but its id."""
+    return TransferView(id=transfer_id, **asdict(t))
 
 
 def view_from_record(r: Any) -> TransferView:

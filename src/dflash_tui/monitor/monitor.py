@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from dflash_tui.core.config import Config
+from dflash_tui.core.subscribers import Subscribers
 from dflash_tui.core.tasks import cancel_and_wait
 from dflash_tui.monitor.backlog import load_backlog
 from dflash_tui.monitor.entries import (
@@ -98,7 +99,7 @@ class Monitor:
         self._hosts = {h: HostEntry(h) for h in hosts}
         for r in chosen:
             self._hosts.setdefault(r.host, HostEntry(r.host))
-        self._subscribers: list[Callable[[MonitorEvent], None]] = []
+        self._subscribers: Subscribers[MonitorEvent] = Subscribers("monitor", log)
         self._live: frozenset[str] | None = None
         # A calibration reads every run's history (acc at each evaluated step): its
         # caller keys what it caches on this count of histories loaded.
@@ -239,13 +240,7 @@ class Monitor:
 
     def subscribe(self, callback: Callable[[MonitorEvent], None]) -> Callable[[], None]:
         """Call `callback(event)` on the event loop for every event; returns an unsubscribe."""
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                self._subscribers.remove(callback)
-
-        return unsubscribe
+        return self._subscribers.add(callback)
 
     def events(self) -> EventStream:
         """An async iterator of events (`with monitor.events() as ev: async for e in ev`)."""
@@ -269,11 +264,7 @@ class Monitor:
             unsubscribe()
 
     def _emit(self, event: MonitorEvent) -> None:
-        for callback in list(self._subscribers):
-            try:
-                callback(event)
-            except Exception:  # a broken subscriber must not stop the monitor
-                log.exception("monitor subscriber failed on %r", event)
+        self._subscribers.emit(event)  # a broken subscriber must not stop the monitor
 
     # ------------------------------------------------------------------ views
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dflash_tui.remote.library_search import without_absent_liboqs_search  # isort: skip
 
@@ -102,6 +102,18 @@ class _HostState:
         self.pending_kills: set[int] = set()
         self.last_error: RemoteError | None = None
         self.refused_sessions = 0
+
+
+class _Closing(Protocol):
+    async def wait_closed(self) -> None: ...
+
+
+async def _closed(channel: _Closing) -> None:
+    """Wait, at most KILL_TIMEOUT_S, until the server has closed `channel` too: its
+    session slot is free only then, or the next session may be refused for exceeding
+    MaxSessions."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(channel.wait_closed(), KILL_TIMEOUT_S)
 
 
 class HostPool:
@@ -354,10 +366,7 @@ class HostPool:
                     yield process
                 finally:
                     process.close()
-                    # Hold the slot until the server has closed the channel too, or the
-                    # next session may be refused for exceeding MaxSessions.
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(process.wait_closed(), KILL_TIMEOUT_S)
+                    await _closed(process)
                 return
         raise AssertionError("unreachable")
 
@@ -487,8 +496,7 @@ class HostPool:
                 yield client
             finally:
                 client.exit()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(client.wait_closed(), KILL_TIMEOUT_S)
+                await _closed(client)
 
     @contextlib.asynccontextmanager
     async def tcp(
@@ -517,8 +525,7 @@ class HostPool:
                     yield reader, writer
                 finally:
                     writer.close()
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(writer.channel.wait_closed(), KILL_TIMEOUT_S)
+                    await _closed(writer.channel)
                 return
             # The link died while idle in the pool: replaced once, transparently.
             conn.abort()

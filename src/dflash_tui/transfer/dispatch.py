@@ -67,13 +67,7 @@ async def relay(
         dst = b if isinstance(dst, str) else dst
     if options.keep_local:
         options = replace(options, keep_local=_absolute(Endpoint(None, options.keep_local)).path)
-    record = TransferLedger(state_conn).find_unfinished(str(src), str(dst))
-    if record is not None and record.state == "running":
-        raise TransferError(
-            f"transfer {record.id} ({record.src} -> {record.dst}) is already running "
-            f"in process {record.pid}",
-            kind="busy",
-        )
+    record = TransferLedger(state_conn).resumable(str(src), str(dst))
     return await HostRelay(pool, state_conn, src, dst, options, on_event, record, early_legs).run()
 
 

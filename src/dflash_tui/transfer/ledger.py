@@ -17,7 +17,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dflash_tui.core.processes import pid_exists
 from dflash_tui.core.schemas import TRANSFERS
+from dflash_tui.transfer.errors import TransferError
 from dflash_tui.transfer.verify import Range
 
 SCHEMA = TRANSFERS  # the tables this module reads and writes (core/schemas.py)
@@ -70,15 +72,7 @@ class FileRecord:
 
 
 def _pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid is not None and pid != 0 and pid_exists(pid)
 
 
 def _record(row: sqlite3.Row) -> TransferRecord:
@@ -127,6 +121,18 @@ class TransferLedger:
             (src, dst),
         ).fetchall()
         return _record(rows[0]) if rows else None
+
+    def resumable(self, src: str, dst: str) -> TransferRecord | None:
+        """`find_unfinished`, refused (TransferError, kind "busy") while a live process
+        runs it: one transfer between two endpoints at a time."""
+        record = self.find_unfinished(src, dst)
+        if record is not None and record.state == "running":
+            raise TransferError(
+                f"transfer {record.id} ({record.src} -> {record.dst}) is already running "
+                f"in process {record.pid}",
+                kind="busy",
+            )
+        return record
 
     def list(self, *, unfinished_only: bool = False, limit: int = 100) -> list[TransferRecord]:
         records = [

@@ -176,6 +176,27 @@ if [ -e "$part" ]; then echo "dflash: collision: $final appeared during the tran
 _NEED_PYTHON = """command -v python3 >/dev/null 2>&1 || { echo "dflash: python3 not found" >&2; exit 127; }
 """
 
+# What both stream scripts define first: the 1 MiB buffer, `fail` (a message on
+# stderr and an exit code) and `hash_prefix`, the sha256 of a file's first `pos`
+# bytes as a resumed piece needs it (`short(done)` fails when the file ends at
+# byte `done` first). No single quote: the scripts run as python3 -c '...'.
+_STREAM_HELPERS = r"""buf = bytearray(1 << 20)
+view = memoryview(buf)
+def fail(path, what, code=1):
+    sys.stderr.write("dflash: %s: %s\n" % (path, what))
+    sys.exit(code)
+def hash_prefix(fd, pos, short):
+    digest = hashlib.sha256()
+    done = 0
+    while done < pos:
+        n = os.preadv(fd, [view[: min(len(buf), pos - done)]], done)
+        if n <= 0:
+            short(done)
+        digest.update(view[:n])
+        done += n
+    return digest
+"""
+
 # Source: stdin has one JSON request per line, {"p": path, "o": from, "e": to,
 # "s": size seen by the walk, "h": hash the whole file}. For each, bytes
 # [o, e) of p go to stdout followed by 64 bytes: the file's sha256 (hex; with
@@ -185,14 +206,11 @@ SRC_STREAM = (
     _NEED_PYTHON
     + r"""exec python3 -c '
 import hashlib, json, os, sys
-buf = bytearray(1 << 20)
-view = memoryview(buf)
-def send(data):
+"""
+    + _STREAM_HELPERS
+    + r"""def send(data):
     while data:
         data = data[os.write(1, data):]
-def fail(path, what, code=1):
-    sys.stderr.write("dflash: %s: %s\n" % (path, what))
-    sys.exit(code)
 for line in iter(sys.stdin.buffer.readline, b""):
     req = json.loads(line)
     path, pos, end, size = req["p"], req["o"], req["e"], req["s"]
@@ -202,14 +220,9 @@ for line in iter(sys.stdin.buffer.readline, b""):
         fail(path, exc.strerror)
     if os.fstat(fd).st_size != size:
         fail(path, "changed: %d bytes now, %d when listed" % (os.fstat(fd).st_size, size), 3)
-    digest = hashlib.sha256() if req["h"] else None
-    done = 0
-    while digest is not None and done < pos:
-        n = os.preadv(fd, [view[: min(len(buf), pos - done)]], done)
-        if n <= 0:
-            fail(path, "changed: ends at byte %d" % done, 3)
-        digest.update(view[:n])
-        done += n
+    digest = None
+    if req["h"]:
+        digest = hash_prefix(fd, pos, lambda done: fail(path, "changed: ends at byte %d" % done, 3))
     while pos < end:
         try:
             n = os.preadv(fd, [view[: min(len(buf), end - pos)]], pos)
@@ -241,14 +254,11 @@ DST_STREAM = (
     _NEED_PYTHON
     + r"""exec python3 -c '
 import errno, hashlib, json, os, sys
-buf = bytearray(1 << 20)
-view = memoryview(buf)
-inp = sys.stdin.buffer
+"""
+    + _STREAM_HELPERS
+    + r"""inp = sys.stdin.buffer
 def say(text):
     os.write(1, (text + "\n").encode())
-def fail(path, what, code=1):
-    sys.stderr.write("dflash: %s: %s\n" % (path, what))
-    sys.exit(code)
 def finish(n, req):
     part, final = req["p"], req["f"]
     try:
@@ -287,14 +297,9 @@ for line in iter(inp.readline, b""):
         fd = os.open(part, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         fail(part, exc.strerror)
-    digest = hashlib.sha256() if req["h"] else None
-    done = 0
-    while digest is not None and done < pos:
-        n = os.preadv(fd, [view[: min(len(buf), pos - done)]], done)
-        if n <= 0:
-            fail(part, "shorter than the %d bytes already sent" % pos, 4)
-        digest.update(view[:n])
-        done += n
+    digest = None
+    if req["h"]:
+        digest = hash_prefix(fd, pos, lambda _: fail(part, "shorter than the %d bytes already sent" % pos, 4))
     acked = pos
     while pos < end:
         n = inp.readinto(view[: min(len(buf), end - pos)])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from dflash_tui.core.processes import pid_exists
 from dflash_tui.evals.jobs.job import Job
 
 
@@ -30,13 +31,6 @@ def owner_alive(job: Job) -> bool:
         return False
     start = local_process_start(job.owner_pid)
     if start is None:
-        if not os.path.exists("/proc/self/stat"):  # no procfs: fall back to "does it exist"
-            try:
-                os.kill(job.owner_pid, 0)
-            except ProcessLookupError:
-                return False
-            except PermissionError:
-                return True
-            return True
-        return False
+        # no procfs: fall back to "does it exist"
+        return not os.path.exists("/proc/self/stat") and pid_exists(job.owner_pid)
     return job.owner_start is None or start == job.owner_start

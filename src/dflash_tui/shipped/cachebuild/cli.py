@@ -10,21 +10,18 @@ Exit codes: 0 ok, 1 runtime failure, 2 bad input.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..common.cli import (
     add_device_args,
-    deterministic,
+    cannot_import,
     emit,
-    fail,
     layer_ids,
-    pick_device,
     positive,
-    run_guarded,
     run_interruptible,
+    run_on_device,
 )
 from .datasets import DATASETS, ZLAB_MAX_NEW_TOKENS, Selection
 from .errors import RunFailure
@@ -146,18 +143,15 @@ def _run(args: argparse.Namespace) -> int:
     try:
         from . import build as build_mod
     except ImportError as exc:
-        return fail(
-            RunFailure(
-                f"cannot import torch with {sys.executable}: {exc}",
-                hint="the host's python needs torch, safetensors and transformers "
-                "(pip install 'dflash-tui[cache]')",
-            )
+        return cannot_import(
+            "torch",
+            exc,
+            "the host's python needs torch, safetensors and transformers "
+            "(pip install 'dflash-tui[cache]')",
         )
     summary: dict[str, Any] = {}
 
-    def work() -> None:
-        device = pick_device(args.device)
-        deterministic(device)
+    def work(device: str) -> None:
         opts = build_mod.Options(
             target=args.target,
             prompts=args.prompts,
@@ -180,7 +174,8 @@ def _run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise RunFailure(f"cannot write {args.summary}: {exc.strerror or exc}") from None
 
-    failed = run_guarded(
+    failed = run_on_device(
+        args.device,
         work,
         interrupted="interrupted (finished samples are kept; run again to resume)",
         out_of_memory="out of memory",

@@ -132,6 +132,37 @@ def run_guarded(
     return None
 
 
+def run_on_device(
+    requested: str | None,
+    work: Callable[[str], None],
+    *,
+    interrupted: str,
+    out_of_memory: str,
+    oom_hint: str,
+    internal_hint: str,
+) -> int | None:
+    """`work(device)` under `run_guarded`, on the `requested` device as checked by
+    `pick_device`, with deterministic kernels: how both torch programs run."""
+
+    def on_device() -> None:
+        device = pick_device(requested)
+        deterministic(device)
+        work(device)
+
+    return run_guarded(
+        on_device,
+        interrupted=interrupted,
+        out_of_memory=out_of_memory,
+        oom_hint=oom_hint,
+        internal_hint=internal_hint,
+    )
+
+
+def cannot_import(what: str, exc: ImportError, hint: str) -> int:
+    """The error event for a host python that lacks what the program imports."""
+    return fail(RunFailure(f"cannot import {what} with {sys.executable}: {exc}", hint=hint))
+
+
 def _interrupt_on_term(*_: object) -> None:
     raise KeyboardInterrupt
 

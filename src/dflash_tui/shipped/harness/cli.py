@@ -15,13 +15,11 @@ from typing import Any
 
 from ..common.cli import (
     add_device_args,
-    deterministic,
+    cannot_import,
     emit,
-    fail,
     layer_ids,
-    pick_device,
     positive,
-    run_guarded,
+    run_on_device,
 )
 from .errors import RunFailure
 
@@ -152,17 +150,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import run as run_mod
         from .results import write_json_atomic
     except ImportError as exc:
-        return fail(
-            RunFailure(
-                f"cannot import the eval stack with {sys.executable}: {exc}",
-                hint="the host's python needs torch and safetensors (pip install torch safetensors)",
-            )
+        return cannot_import(
+            "the eval stack",
+            exc,
+            "the host's python needs torch and safetensors (pip install torch safetensors)",
         )
     results: dict[str, Any] = {}
 
-    def work() -> None:
-        device = pick_device(args.device)
-        deterministic(device)
+    def work(device: str) -> None:
         opts = run_mod.Options(
             drafter=args.drafter,
             cache=args.cache,
@@ -185,7 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             raise RunFailure(f"cannot write {args.out}: {exc.strerror or exc}") from None
 
-    failed = run_guarded(
+    failed = run_on_device(
+        args.device,
         work,
         interrupted="interrupted",
         out_of_memory="out of memory while loading or running",

@@ -42,16 +42,23 @@ import json
 import pickle
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from .arrow import read_dataset_columns
 from .cache import Manifest, SampleSpec
 from .errors import InputError, Problems
-from .tensors import DTYPE_NAMES, FLOAT_WEIGHTS, INTEGERS, TensorFile, pt_refusal
+from .tensors import (
+    DTYPE_NAMES,
+    FLOAT_WEIGHTS,
+    INTEGERS,
+    TensorFile,
+    pt_refusal,
+    pt_unreadable,
+)
 
 SPECFORGE = "specforge"
 SPECULATORS = "speculators"
@@ -60,6 +67,7 @@ _SPECFORGE_FILE = re.compile(r"data_(\d+)\.ckpt(\.gz)?$")
 _SPECULATORS_FILE = re.compile(r"hs_(\d+)\.safetensors$")
 _SPECULATORS_PT_FILE = re.compile(r"data_(\d+)\.pt$")
 _NAMES = {SPECFORGE: "SpecForge", SPECULATORS: "speculators", SPECULATORS_PT: "speculators"}
+T = TypeVar("T")
 
 LAYER_HINTS = {
     SPECFORGE: "pass --cache-layer-ids with the target_layer_ids of the draft config given to "
@@ -114,11 +122,7 @@ def load_ckpt(path: Path, what: str = "SpecForge sample") -> dict[str, Any]:
     except (gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"{what}: {path} is not valid gzip ({exc})") from None
     except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(
-            f"{what}: cannot read {path}: truncated or not a torch file ({first})",
-            hint="copy the file again, or prepare it again",
-        ) from None
+        raise pt_unreadable(what, path, exc, "copy the file again, or prepare it again") from None
 
     def plain(v: object) -> bool:
         if isinstance(v, (list, tuple)):
@@ -251,21 +255,12 @@ class ForeignCache:
         )
 
     def _specforge(self, problems: Problems) -> list[SampleSpec]:
-        files = sorted(
-            (int(m.group(1)), p)
-            for p in self.dir.glob("rows_*/data_*.ckpt*")
-            if (m := _SPECFORGE_FILE.match(p.name))
-        )
+        files = _numbered(self.dir, "rows_*/data_*.ckpt*", _SPECFORGE_FILE)
         samples: list[SampleSpec] = []
         keys: dict[str, str] = {}
         widths: set[int] = set()
-        for _, path in files:
+        for _, path, data in _each_opened(files, load_ckpt, problems):
             where = f"SpecForge sample {path.relative_to(self.dir)}"
-            try:
-                data = load_ckpt(path)
-            except InputError as exc:
-                problems.add_error(exc)
-                continue
             key = "hidden_states" if "hidden_states" in data else "aux_hidden_state"
             missing = [k for k in ("input_ids", "loss_mask", key) if k not in data]
             if key not in data and "hidden_state" not in data:
@@ -337,20 +332,14 @@ class ForeignCache:
                 "or copy that dataset next to the hidden_states directory",
             )
         rows = read_dataset_columns(dataset, ("input_ids", "loss_mask"))
-        files = sorted(
-            (int(m.group(1)), p)
-            for p in hs_dir.glob("hs_*.safetensors")
-            if (m := _SPECULATORS_FILE.match(p.name))
-        )
+        files = _numbered(hs_dir, "hs_*.safetensors", _SPECULATORS_FILE)
         samples: list[SampleSpec] = []
         shapes: set[tuple[int, int]] = set()
-        for index, path in files:
+        opened = _each_opened(
+            files, lambda p: TensorFile(p, f"speculators sample {p.name}"), problems
+        )
+        for index, path, tf in opened:
             where = f"speculators sample {path.name}"
-            try:
-                tf = TensorFile(path, where)
-            except InputError as exc:
-                problems.add_error(exc)
-                continue
             missing = [k for k in ("hidden_states", "token_ids") if k not in tf]
             if missing:
                 problems.add(f"{where}: missing tensor(s) {', '.join(missing)}")
@@ -389,21 +378,18 @@ class ForeignCache:
             samples.append(spec)
         if not files:
             problems.add(f"{self.what}: no hs_<i>.safetensors files")
-        if len(shapes) > 1:
-            problems.add(f"{self.what}: samples differ in [n_layers, H]: {sorted(shapes)}")
-        if problems or not samples:
-            return samples
-        n_layers, hidden = shapes.pop()
-        held = self._held_ids(n_layers)
-        if len(held) != n_layers:
-            raise InputError(
-                f"{self.what}: --cache-layer-ids names {len(held)} layers, the files hold "
-                f"{n_layers} per token",
-                hint=LAYER_HINTS[SPECULATORS],
-            )
-        slots = self._finish(samples, held, hidden, problems)
-        for spec in samples:
-            spec.reader = _speculators_reader(spec.path, slots)
+        slots = self._layer_slots(
+            samples,
+            shapes,
+            problems,
+            SPECULATORS,
+            lambda named, n: (
+                f"--cache-layer-ids names {named} layers, the files hold {n} per token"
+            ),
+        )
+        if slots is not None:
+            for spec in samples:
+                spec.reader = _speculators_reader(spec.path, slots)
         return samples
 
     def _recorded_ids(self, problems: Problems) -> None:
@@ -427,20 +413,13 @@ class ForeignCache:
 
     def _speculators_pt(self, problems: Problems) -> list[SampleSpec]:
         self._recorded_ids(problems)
-        files = sorted(
-            (int(m.group(1)), p)
-            for p in self.dir.glob("data_*.pt")
-            if (m := _SPECULATORS_PT_FILE.match(p.name))
-        )
+        files = _numbered(self.dir, "data_*.pt", _SPECULATORS_PT_FILE)
         samples: list[SampleSpec] = []
         shapes: set[tuple[int, int]] = set()
-        for _, path in files:
+        for _, path, data in _each_opened(
+            files, lambda p: load_ckpt(p, "speculators sample"), problems
+        ):
             where = f"speculators sample {path.name}"
-            try:
-                data = load_ckpt(path, "speculators sample")
-            except InputError as exc:
-                problems.add_error(exc)
-                continue
             missing = [k for k in ("input_ids", "loss_mask", "hidden_states") if k not in data]
             if missing:
                 problems.add(f"{where}: missing {', '.join(missing)} (found {sorted(data)})")
@@ -469,20 +448,16 @@ class ForeignCache:
             samples.append(spec)
         if not files:
             problems.add(f"{self.what}: no data_<i>.pt files")
-        if len(shapes) > 1:
-            problems.add(f"{self.what}: samples differ in [n_layers, H]: {sorted(shapes)}")
-        if problems or not samples:
-            return samples
-        n_layers, hidden = shapes.pop()
-        held = self._held_ids(n_layers)
-        if len(held) != n_layers:
-            raise InputError(
-                f"{self.what}: {len(held)} layer ids for files holding {n_layers} layers",
-                hint=LAYER_HINTS[SPECULATORS_PT],
-            )
-        slots = self._finish(samples, held, hidden, problems)
-        for spec in samples:
-            spec.reader = _layer_list_reader(spec.path, slots)
+        slots = self._layer_slots(
+            samples,
+            shapes,
+            problems,
+            SPECULATORS_PT,
+            lambda named, n: f"{named} layer ids for files holding {n} layers",
+        )
+        if slots is not None:
+            for spec in samples:
+                spec.reader = _layer_list_reader(spec.path, slots)
         return samples
 
     def _check(
@@ -519,6 +494,28 @@ class ForeignCache:
             loss_mask=mask1.to(torch.int64).clone(),
         )
 
+    def _layer_slots(
+        self,
+        samples: list[SampleSpec],
+        shapes: set[tuple[int, int]],
+        problems: Problems,
+        fmt: str,
+        mismatch: Callable[[int, int], str],
+    ) -> list[int] | None:
+        """For the layouts that keep one [H] per layer: every sample's [n_layers, H]
+        must agree and --cache-layer-ids (or the recorded ids) name n_layers layers;
+        then `_finish`. None when there is nothing to read (problems, or no samples);
+        `mismatch(named, n_layers)` words a wrong count of ids."""
+        if len(shapes) > 1:
+            problems.add(f"{self.what}: samples differ in [n_layers, H]: {sorted(shapes)}")
+        if problems or not samples:
+            return None
+        n_layers, hidden = shapes.pop()
+        held = self._held_ids(n_layers)
+        if len(held) != n_layers:
+            raise InputError(f"{self.what}: {mismatch(len(held), n_layers)}", hint=LAYER_HINTS[fmt])
+        return self._finish(samples, held, hidden, problems)
+
     def _finish(
         self, samples: list[SampleSpec], held: tuple[int, ...], hidden: int, problems: Problems
     ) -> list[int]:
@@ -532,6 +529,26 @@ class ForeignCache:
         for spec in samples:
             spec.feature_width = len(slots) * hidden
         return slots
+
+
+def _numbered(folder: Path, glob: str, name: re.Pattern[str]) -> list[tuple[int, Path]]:
+    """The files `glob` finds under `folder` whose `name` matches, by the number it
+    captures (each layout numbers its sample files)."""
+    return sorted((int(m.group(1)), p) for p in folder.glob(glob) if (m := name.match(p.name)))
+
+
+def _each_opened(
+    files: list[tuple[int, Path]], open_one: Callable[[Path], T], problems: Problems
+) -> Iterator[tuple[int, Path, T]]:
+    """Each numbered file with what `open_one` made of it; one it cannot read is a
+    problem (InputError) and skipped, so every unreadable sample is reported."""
+    for index, path in files:
+        try:
+            opened = open_one(path)
+        except InputError as exc:
+            problems.add_error(exc)
+            continue
+        yield index, path, opened
 
 
 def _target_depth(target: Path) -> int | None:

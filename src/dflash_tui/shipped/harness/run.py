@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -318,12 +318,10 @@ def score_anchors(
     emit({"event": "progress", "done": 0, "total": total})
     while done < total:
         chunk = anchors[done : done + batch_size]
-        runner.release_before(chunk[0].sample)
-        result, batch_size = _score_or_halve(runner, chunk, batch_size, emit)
-        if result is None:
+        scored, batch_size = _score_batch(runner, chunk, batch_size, budgets, emit)
+        if scored is None:
             continue
-        for anchor, ranks, top_lp in zip(chunk, result.ranks, result.top_lp, strict=True):
-            tree = ddtree_matches(top_lp, ranks, budgets)
+        for anchor, ranks, tree in scored:
             suite.add(ranks, tree)
             tasks[runner.samples[anchor.sample].name].add(ranks, tree)
             if on_anchor is not None:
@@ -331,6 +329,22 @@ def score_anchors(
         done += len(chunk)
         emit({"event": "progress", "done": done, "total": total})
     return suite, tasks
+
+
+def _score_batch(
+    runner: Runner, anchors: list[Anchor], batch_size: int, budgets: Sequence[int], emit: Emit
+) -> tuple[list[tuple[Anchor, list[int], dict[int, int]]] | None, int]:
+    """Score ``anchors`` after letting go of the samples before them: each anchor with its
+    label ranks and DDTree matches, and the batch size to go on with; None (and half the
+    batch size) after an out-of-memory, to retry."""
+    runner.release_before(anchors[0].sample)
+    result, batch_size = _score_or_halve(runner, anchors, batch_size, emit)
+    if result is None:
+        return None, batch_size
+    return [
+        (anchor, ranks, ddtree_matches(top_lp, ranks, budgets))
+        for anchor, ranks, top_lp in zip(anchors, result.ranks, result.top_lp, strict=True)
+    ], batch_size
 
 
 def _score_or_halve(
@@ -404,12 +418,10 @@ def finish_walks(
         if hits:
             continue
         anchors = [Anchor(s, a) for s, a in chunk]
-        runner.release_before(anchors[0].sample)
-        result, batch_size = _score_or_halve(runner, anchors, batch_size, emit)
-        if result is None:
+        batch, batch_size = _score_batch(runner, anchors, batch_size, budgets, emit)
+        if batch is None:
             continue
-        for anchor, ranks, top_lp in zip(anchors, result.ranks, result.top_lp, strict=True):
-            tree = ddtree_matches(top_lp, ranks, budgets)
+        for anchor, ranks, tree in batch:
             scored.setdefault(anchor.sample, {})[anchor.position] = (ranks, tree)
             walks.feed(anchor.sample, anchor.position, ranks, tree)
             if on_anchor is not None:

@@ -51,6 +51,14 @@ def pt_refusal(exc: BaseException) -> str:
     return "it is not a plain tensor file"
 
 
+def pt_unreadable(what: str, path: Path, exc: BaseException, hint: str) -> InputError:
+    """The error for a ``.pt`` file torch.load could not read: cut short, or not one."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return InputError(
+        f"{what}: cannot read {path}: truncated or not a torch file ({first})", hint=hint
+    )
+
+
 class TensorFile:
     """One safetensors or ``.pt`` file, read by tensor name.
 
@@ -100,11 +108,8 @@ class TensorFile:
                 "plain tensors (torch.save({'input_ids': ..., ...})) or use safetensors",
             ) from None
         except (RuntimeError, EOFError, OSError, ValueError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InputError(
-                f"{self.what}: cannot read {self.path}: truncated or not a torch file ({first})",
-                hint="copy the file again, or convert it to safetensors",
-            ) from None
+            hint = "copy the file again, or convert it to safetensors"
+            raise pt_unreadable(self.what, self.path, exc, hint) from None
         if not isinstance(obj, dict) or not all(
             isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()
         ):

@@ -67,13 +67,7 @@ async def store_relay(
             "store to store is not supported; relay through a host or this machine", kind="usage"
         )
     if record is None:
-        record = TransferLedger(conn).find_unfinished(str(a), str(b))
-        if record is not None and record.state == "running":
-            raise TransferError(
-                f"transfer {record.id} ({record.src} -> {record.dst}) is already running "
-                f"in process {record.pid}",
-                kind="busy",
-            )
+        record = TransferLedger(conn).resumable(str(a), str(b))
     store_end = a if isinstance(a, StoreEndpoint) else b
     assert isinstance(store_end, StoreEndpoint)
     client = S3Store(pool.config.stores[store_end.store], threads=options.streams + 4)

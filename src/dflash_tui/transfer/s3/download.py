@@ -38,7 +38,7 @@ from dflash_tui.transfer.s3.client import ObjectInfo
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.engine import Planned, StoreTransfer, limited_gather
 from dflash_tui.transfer.scripts import DST_RANGE, FINISH, HASH_FILE, HASH_RANGES, REMOVE, argv
-from dflash_tui.transfer.sides import Output, Side, make_side
+from dflash_tui.transfer.sides import Output
 from dflash_tui.transfer.verify import Range, parse_dd_report, parse_hash_line, split_ranges
 
 FILE_MODE = 0o644
@@ -63,7 +63,7 @@ class DownloadJob:
         return sum(r.length for r in self.ranges if r.offset in self.written)
 
 
-class Download(StoreTransfer):
+class Download(StoreTransfer[DownloadJob]):
     """`relay STORE:path host:path` (or a store to a local path)."""
 
     src: StoreEndpoint
@@ -71,19 +71,10 @@ class Download(StoreTransfer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.side: Side = make_side(self.pool, self.dst.host)
-        self.jobs: list[DownloadJob] = []
         self._checked = False
 
     async def _attempt(self, *, first: bool) -> None:
-        try:
-            await self.side.connect()
-        except TransferError as exc:
-            if first:
-                raise
-            raise ConnectionLost(self.side.label, exc.message) from None
-        if first:
-            await self.client.check_bucket()
+        await self._connect(first=first)
         tree, objects = await self._walk()
         # an S3 source Endpoint stands where resolve_destination names a host's one
         root = await resolve_destination(self.side, self.src, self.dst, tree.is_dir)  # type: ignore[arg-type]
@@ -106,10 +97,7 @@ class Download(StoreTransfer):
             for new in jobs:
                 if new.file == old.file and new.dst_part == old.dst_part:
                     new.written, new.done = set(old.written), old.done
-        self.jobs = jobs
-        self.order = [j.label for j in jobs]
-        self.bytes_total = tree.total_bytes
-        self.ledger.set_totals(self.transfer_id, len(jobs), tree.total_bytes)
+        self._plan(jobs, tree.total_bytes)
         checker = destination.DestinationCheck(self.side, root, force=self.options.force)
         up_to_date = await checker.run(
             tree,

@@ -14,11 +14,11 @@ import sqlite3
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from dflash_tui.remote.pool import HostPool
 from dflash_tui.transfer.endpoints import Endpoint
-from dflash_tui.transfer.errors import TransferError
+from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import (
     EventSink,
     FileVerified,
@@ -32,6 +32,7 @@ from dflash_tui.transfer.retry import attempt_to_end, record_done, record_failur
 from dflash_tui.transfer.s3.client import S3Store
 from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.state import UploadState
+from dflash_tui.transfer.sides import Side, make_side
 
 MODE = "store"
 
@@ -49,8 +50,18 @@ class Planned:
     already: int = 0
 
 
-class StoreTransfer:
-    """Base of the upload and the download: bookkeeping around `_attempt`."""
+class FileJob(Protocol):
+    """What the base needs of an upload's or a download's per-file job."""
+
+    label: str
+
+
+J = TypeVar("J", bound=FileJob)
+
+
+class StoreTransfer(Generic[J]):
+    """Base of the upload and the download: bookkeeping around `_attempt`; `jobs` are
+    the files' jobs of the latest attempt (kept across a retry)."""
 
     def __init__(
         self,
@@ -82,6 +93,29 @@ class StoreTransfer:
         self.bytes_total = 0
         self.started = time.monotonic()
         self.dst_label = str(dst)
+        self.jobs: list[J] = []
+        host_end = dst if isinstance(src, StoreEndpoint) else src
+        assert isinstance(host_end, Endpoint)
+        self.side: Side = make_side(pool, host_end.host)  # the host (or this machine)
+
+    def _plan(self, jobs: list[J], total_bytes: int) -> None:
+        """This attempt's jobs, in order, and their size, kept and recorded."""
+        self.jobs = jobs
+        self.order = [j.label for j in jobs]
+        self.bytes_total = total_bytes
+        self.ledger.set_totals(self.transfer_id, len(jobs), total_bytes)
+
+    async def _connect(self, *, first: bool) -> None:
+        """Reach the host side (a lost link on a retry is ConnectionLost, to retry again);
+        the first attempt also checks the bucket."""
+        try:
+            await self.side.connect()
+        except TransferError as exc:
+            if first:
+                raise
+            raise ConnectionLost(self.side.label, exc.message) from None
+        if first:
+            await self.client.check_bucket()
 
     # ------------------------------------------------------------------ top level
 

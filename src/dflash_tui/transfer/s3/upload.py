@@ -25,7 +25,6 @@ import base64
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from dflash_tui.core.tasks import run_all
 from dflash_tui.transfer.endpoints import Endpoint
@@ -37,7 +36,7 @@ from dflash_tui.transfer.s3.endpoint import StoreEndpoint
 from dflash_tui.transfer.s3.engine import Planned, StoreTransfer, limited_gather
 from dflash_tui.transfer.s3.scripts import HASH_PARTS
 from dflash_tui.transfer.scripts import SRC_RANGE, argv
-from dflash_tui.transfer.sides import Output, Side, make_side
+from dflash_tui.transfer.sides import Output
 from dflash_tui.transfer.verify import EMPTY_SHA256, Range, parse_dd_report, split_ranges
 
 MIN_PART_BYTES = 5 * 1024 * 1024  # S3's smallest part (but the last)
@@ -79,26 +78,14 @@ class UploadJob:
     kept: dict[int, tuple[str, str]] = field(default_factory=dict)  # part -> (etag, sha256)
 
 
-class Upload(StoreTransfer):
+class Upload(StoreTransfer[UploadJob]):
     """`relay host:path STORE:path` (or a local path to a store)."""
 
     src: Endpoint
     dst: StoreEndpoint
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.side: Side = make_side(self.pool, self.src.host)
-        self.jobs: list[UploadJob] = []
-
     async def _attempt(self, *, first: bool) -> None:
-        try:
-            await self.side.connect()
-        except TransferError as exc:
-            if first:
-                raise
-            raise ConnectionLost(self.side.label, exc.message) from None
-        if first:
-            await self.client.check_bucket()
+        await self._connect(first=first)
         await self._forget_finished_uploads()
         tree = await walk_source(self.side, self.src)
         root = await self._resolve(tree.is_dir)
@@ -117,10 +104,7 @@ class Upload(StoreTransfer):
                     parts=split_ranges(f.size, part),
                 )
             )
-        self.jobs = jobs
-        self.order = [j.label for j in jobs]
-        self.bytes_total = tree.total_bytes
-        self.ledger.set_totals(self.transfer_id, len(jobs), tree.total_bytes)
+        self._plan(jobs, tree.total_bytes)
         for job in jobs:
             f = job.file
             if not self.ledger.upsert_file(self.transfer_id, f.rel, f.size, f.mtime, f.mode):

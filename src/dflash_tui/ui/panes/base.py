@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual import events
 from textual.message import Message
+from textual.widgets import DataTable
 
 from dflash_tui.ui.guard import Guarded
 
@@ -32,6 +33,17 @@ def style_signature(widget: Any) -> tuple[Any, ...]:
     """
     names = sorted(getattr(widget, "COMPONENT_CLASSES", ()))
     return (widget.rich_style, *(widget.get_component_rich_style(n, partial=True) for n in names))
+
+
+def cursor_row_key(table: DataTable[Any]) -> Any | None:
+    """The key of the row under `table`'s cursor; None when the table is empty or the
+    cursor is off it (panes find their selected item by this key)."""
+    if not table.row_count:
+        return None
+    try:
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+    except Exception:  # the cursor is off the table
+        return None
 
 
 def same_text(a: Text, b: Text) -> bool:

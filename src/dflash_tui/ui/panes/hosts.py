@@ -213,18 +213,24 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
             cached = self._strips[index] = (width, Strip(line.render(self.app.console)))
         return cached[1].crop_extend(0, width, base).apply_style(base)
 
-    def _store_lines(self, out: Text, store: Any, width: int) -> None:
-        if store.reachable is None:
+    def _reach_head(
+        self, out: Text, name: str, reachable: bool | None, latency_ms: float | None, where: str
+    ) -> None:
+        """The start of a host's or a store's line: name, up/DOWN, latency, address."""
+        if reachable is None:
             status, style = "connecting...", "unknown"
-        elif store.reachable:
+        elif reachable:
             status, style = "up", "up"
         else:
             status, style = "DOWN", "down"
-        out.append(f"{store.store:<12}", self._style("name"))
+        out.append(f"{name:<12}", self._style("name"))
         out.append(f" {status:<13}", self._style(style))
-        latency = "-" if store.latency_ms is None else f"{store.latency_ms:.1f} ms"
+        latency = "-" if latency_ms is None else f"{latency_ms:.1f} ms"
         self._jitter_text(out, f" {latency:>9}")
-        out.append(f"  {store.url}")
+        out.append(f"  {where}")
+
+    def _store_lines(self, out: Text, store: Any, width: int) -> None:
+        self._reach_head(out, store.store, store.reachable, store.latency_ms, store.url)
         out.append(
             "  store" + (f" at {store.endpoint}" if store.endpoint else ""), self._style("dim")
         )
@@ -236,17 +242,7 @@ class HostsPane(PaneMixin, ScrollView, can_focus=True):
             out.append("  " + fmt.clip(store.error, width - 2) + "\n", self._style("down"))
 
     def _host_lines(self, out: Text, host: HostView, width: int, bar_w: int) -> None:
-        if host.reachable is None:
-            status, style = "connecting...", "unknown"
-        elif host.reachable:
-            status, style = "up", "up"
-        else:
-            status, style = "DOWN", "down"
-        out.append(f"{host.name:<12}", self._style("name"))
-        out.append(f" {status:<13}", self._style(style))
-        latency = "-" if host.latency_ms is None else f"{host.latency_ms:.1f} ms"
-        self._jitter_text(out, f" {latency:>9}")
-        out.append(f"  {host.address}")
+        self._reach_head(out, host.name, host.reachable, host.latency_ms, host.address)
         if host.via:
             out.append(f"  via {host.via}", self._style("dim"))
         age = None if host.probed_at is None else self._now - host.probed_at

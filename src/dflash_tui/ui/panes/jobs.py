@@ -23,7 +23,7 @@ from dflash_tui.core.units import plural
 from dflash_tui.evals.jobs.job import PENDING_NOTE, JobState
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.guard import Guarded
-from dflash_tui.ui.panes.base import PaneMixin
+from dflash_tui.ui.panes.base import PaneMixin, cursor_row_key
 
 NO_JOBS = (
     "No eval jobs yet. Press e on a leaderboard row to evaluate a checkpoint; runs with "
@@ -129,12 +129,7 @@ class JobsPane(PaneMixin, VerticalScroll):
 
     @property
     def selected_job(self) -> Any | None:
-        table = self.table
-        if not table.row_count or not table.display:
-            return None
-        try:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        except Exception:  # the cursor is off the table
+        if not self.table.display or (key := cursor_row_key(self.table)) is None:
             return None
         return next((j for j in self._jobs if j.id == key), None)
 

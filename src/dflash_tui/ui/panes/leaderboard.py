@@ -43,7 +43,7 @@ from dflash_tui.evals.results.served.board import (
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.actions import binding_for
 from dflash_tui.ui.guard import Guarded
-from dflash_tui.ui.panes.base import PaneMixin
+from dflash_tui.ui.panes.base import PaneMixin, cursor_row_key
 
 # a served bench's numbers beside the offline ones (shown while the suite has one)
 SERVED_LABELS = {
@@ -130,12 +130,8 @@ class LeaderboardPane(PaneMixin, Vertical):
 
     @property
     def selected_row(self) -> Any | None:
-        board, table = self.board, self.table
-        if board is None or not table.row_count:
-            return None
-        try:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        except Exception:  # the cursor is off the table
+        board = self.board
+        if board is None or (key := cursor_row_key(self.table)) is None:
             return None
         return next((r for r in board.rows if r.key == key), None)
 
