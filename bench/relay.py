@@ -82,6 +82,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,6 +95,7 @@ from tests.testbed import (  # noqa: E402
     sha256_file,
     sshd_host_entry,
 )
+from tests.transfer import delay_line  # noqa: E402
 from tests.transfer.hosts import HomeSshdHost, make_ssh_home  # noqa: E402
 from tests.transfer.netns import (  # noqa: E402
     Namespace,
@@ -361,6 +363,22 @@ def main() -> None:
         help="--netns: also time a second relay from a running console (pool already open)",
     )
     parser.add_argument(
+        "--rtt-ms",
+        type=float,
+        default=0.0,
+        help="--netns: a long link: this round trip on --long-legs, by a delay line of the "
+        "test bed's own in this (the jump host's) namespace (the kernel has no netem)",
+    )
+    parser.add_argument(
+        "--rate-mbit", type=float, default=None, help="--netns: the long link's rate, each way"
+    )
+    parser.add_argument(
+        "--long-legs",
+        choices=("train", "eval", "both"),
+        default="train",
+        help="--netns: which leg is long (default: jump -> train, the cloud box)",
+    )
+    parser.add_argument(
         "--netns-prefix", default=NETNS_PREFIX, help="--netns: namespace name prefix"
     )
     parser.add_argument(
@@ -495,6 +513,30 @@ def _bashrc(login_shell_s: float, login_shell: str | None) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+@dataclass(frozen=True)
+class LongLink:
+    """`--rtt-ms` / `--rate-mbit`: a delay line (tests/transfer/delay_line.py) in front of
+    one host's sshd or both, in this machine's (the jump host's) namespace."""
+
+    rtt_ms: float
+    rate_mbit: float | None
+    legs: str  # "train", "eval" or "both"
+
+    def describe(self) -> str:
+        rate = f"{self.rate_mbit:g} Mbit/s" if self.rate_mbit else "unpaced"
+        return f"{self.legs} leg(s): {self.rtt_ms:g} ms round trip, {rate} each way"
+
+    def seconds(self, nbytes: int) -> float | None:
+        """How long `nbytes` take at the link's rate (None: unpaced)."""
+        return nbytes * 8 / (self.rate_mbit * 1e6) if self.rate_mbit else None
+
+
+def _known_line(host: SshdHost, address: str, port: int) -> str:
+    """`host`'s key as reached at address:port (its own, or a delay line's)."""
+    key = host.known_hosts_line().split(maxsplit=1)[1]
+    return f"{address if port == 22 else f'[{address}]:{port}'} {key}"
+
+
 class NetnsBench:
     """Eval and train hosts in namespaces that reach only this machine (the jump host)."""
 
@@ -508,6 +550,7 @@ class NetnsBench:
         bashrc: str = "",
         prefix: str = "dfb",
         sftp_subsystem: str = DEBIAN_SFTP_SERVER,
+        long_link: LongLink | None = None,
     ) -> None:
         self.work = work
         self.streams = streams
@@ -536,16 +579,32 @@ class NetnsBench:
             self.hosts.append(host.start())
         if ns_e.can_connect(self.train.address, 22) or ns_t.can_connect(self.eval.address, 22):
             raise SystemExit("the namespaces reach each other: not a jump-host topology")
+        # Where this machine reaches each host: its sshd, or a delay line in front of it.
+        self.reach = {id(h): (h.address, h.port) for h in (self.eval, self.train)}
+        self.delay_lines: list[subprocess.Popen[str]] = []
+        self.long_link = long_link
+        if long_link is not None:
+            for name, host, ns in (("eval", self.eval, ns_e), ("train", self.train, ns_t)):
+                if long_link.legs in (name, "both"):
+                    proc, port = delay_line.start(
+                        (ns.gateway, 0), (host.address, host.port), long_link.rtt_ms,
+                        long_link.rate_mbit,
+                    )  # fmt: skip
+                    self.delay_lines.append(proc)
+                    self.reach[id(host)] = (ns.gateway, port)
         self.known = work / "known_hosts"
-        self.known.write_text(self.eval.known_hosts_line() + self.train.known_hosts_line())
+        self.known.write_text(
+            "".join(_known_line(h, *self.reach[id(h)]) for h in (self.eval, self.train))
+        )
         self.config = hosts_toml(
             work / "hosts.toml",
             {
-                "eval": sshd_host_entry(self.eval, self.key),
-                "train": sshd_host_entry(self.train, self.key),
+                name: {**sshd_host_entry(h, self.key), "address": self.reach[id(h)][0],
+                       "port": self.reach[id(h)][1]}
+                for name, h in (("eval", self.eval), ("train", self.train))
             },
             known_hosts=self.known,
-        )
+        )  # fmt: skip
         self.src_dir = work / "eval-data"
         self.dst_dir = work / "train-data"
         self.src_dir.mkdir()
@@ -559,6 +618,9 @@ class NetnsBench:
             subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], check=True)
 
     def close(self) -> None:
+        for proc in self.delay_lines:
+            proc.kill()
+            proc.wait()
         for host in self.hosts:
             host.stop()
         for ns in self.namespaces:
@@ -599,8 +661,13 @@ class NetnsBench:
     def _ssh(self, host: SshdHost, options: list[str] | None = None) -> list[str]:
         return [
             "ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={self.known}",
-            "-i", str(self.key.private), *(options or []), f"root@{host.address}",
+            "-i", str(self.key.private), *(options or []), "-p", str(self.reach[id(host)][1]),
+            f"root@{self.reach[id(host)][0]}",
         ]  # fmt: skip
+
+    def _scp_url(self, host: SshdHost, path: Path) -> str:
+        address, port = self.reach[id(host)]
+        return f"scp://root@{address}:{port}/{path}"
 
     def _dst(self) -> Path:
         self.run_no += 1
@@ -674,7 +741,7 @@ class NetnsBench:
         cmd = [
             "scp", "-3", "-q", "-r", "-o", "BatchMode=yes",
             "-o", f"UserKnownHostsFile={self.known}", "-i", str(self.key.private),
-            f"scp://root@{self.eval.address}/{src}", f"scp://root@{self.train.address}/{dst}",
+            self._scp_url(self.eval, src), self._scp_url(self.train, dst),
         ]  # fmt: skip
         started = time.perf_counter()
         subprocess.run(cmd, check=True)
@@ -790,10 +857,17 @@ def netns_main(args: argparse.Namespace) -> None:
         slow = SLOW_PYTHON_S if args.slow_python else 0.0
         bashrc = _bashrc(args.login_shell_s, args.login_shell)
         subsystem = DEBIAN_SFTP_SERVER if args.sftp_server == "stock" else "internal-sftp"
+        long_link = (
+            LongLink(args.rtt_ms, args.rate_mbit, args.long_legs)
+            if args.rtt_ms or args.rate_mbit
+            else None
+        )
         bench = NetnsBench(
             work, args.streams, before, args.host_python, slow, bashrc, args.netns_prefix,
-            subsystem,
+            subsystem, long_link,
         )  # fmt: skip
+        if long_link is not None:
+            print(f"long link: {long_link.describe()}", flush=True)
         bench.workers_too = args.workers_too
         python_line = bench.host_python() + "; " + bench.login_shell()
         print(f"hosts' python3: {python_line}", flush=True)
@@ -848,11 +922,14 @@ def netns_main(args: argparse.Namespace) -> None:
     print(f"uptime after:  {uptime1}")
     print(f"hosts' python3: {python_line}")
     print(f"{args.rounds} round(s), {os.cpu_count()} CPUs, medians")
+    link = bench.long_link if bench is not None else None
+    if link is not None:
+        print(f"long link: {link.describe()}; 'link s': the file at the link's rate")
     print(
         "| item | relay s | scp -3 s | pipe s | relay / scp -3 | relay / pipe | before s "
-        f"| --workers {args.workers_too} s |"
+        f"| --workers {args.workers_too} s | link s (relay's share) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for item in items:
         med = {m: statistics.median(times[(item, m)]) for m in NETNS_METHODS if (item, m) in times}
         label = "200-file tree" if item == TREE else _size_label(_parse_size(item))
@@ -870,9 +947,11 @@ def netns_main(args: argparse.Namespace) -> None:
         if "pipe_hashed" in med:
             hashed = med["pipe_hashed"]
             inproc += f" hashed pipe {hashed:.3f} (relay {hashed / med['relay']:.2f}x of it)"
+        at_link = link.seconds(_parse_size(item)) if link is not None and item != TREE else None
+        share = f"{at_link:.3f} ({at_link / med['relay']:.0%})" if at_link else ""
         print(
             f"| {label} | {med['relay']:.3f} | {med['scp3']:.3f} | {pipe} | "
-            f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} | {inproc} |"
+            f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} | {inproc} | {share} |"
         )
     for item, rows in traces.items():
         keys = list(rows[0])
