@@ -379,6 +379,17 @@ def main() -> None:
         help="--netns: which leg is long (default: jump -> train, the cloud box)",
     )
     parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="--netns: also time `relay ARGS` for files (e.g. 'legs1=--long-streams 1'), "
+        "alternating with the rest; repeatable",
+    )
+    parser.add_argument(
+        "--skip", default="", help="--netns: methods left out, e.g. scp3,pipe (for a quick look)"
+    )
+    parser.add_argument(
         "--netns-prefix", default=NETNS_PREFIX, help="--netns: namespace name prefix"
     )
     parser.add_argument(
@@ -610,6 +621,7 @@ class NetnsBench:
         self.src_dir.mkdir()
         self.dst_dir.mkdir()
         self.run_no = 0
+        self.last_finished: dict[str, object] = {}
         # As installed: byte-compiled modules (pip compiles them; a developer's shell
         # may say PYTHONDONTWRITEBYTECODE, which would time the compiler at every run).
         self.env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -729,6 +741,7 @@ class NetnsBench:
         if out.returncode != 0:
             raise SystemExit(f"relay failed: {out.stderr[-2000:] or out.stdout[-2000:]}")
         events = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+        self.last_finished = next((e for e in events if e.get("event") == "transfer_finished"), {})
         verified = [e for e in events if e.get("event") == "file_verified"]
         if not verified or any(e["sha256_src"] != e["sha256_dst"] for e in verified):
             raise SystemExit(f"relay: sha256 at the two ends differ or missing: {verified}")
@@ -833,6 +846,34 @@ NETNS_METHODS = {
 }
 
 
+def _variant(word: str) -> tuple[str, list[str]]:
+    name, _, extra = word.partition("=")
+    return name, extra.split()
+
+
+def _method_label(name: str) -> str:
+    return f"relay {name[8:]}" if name.startswith("variant:") else NETNS_METHODS[name]
+
+
+def _legs_line(finished: dict[str, object]) -> str:
+    """The streams a relay chose and its per-leg rates (from its transfer_finished)."""
+    legs = finished.get("legs")
+    if not isinstance(legs, dict):
+        return "no per-leg figures"
+    rtt = legs.get("rtt_ms") or []
+    rates = legs.get("rates") or {}
+    assert isinstance(rtt, list) and isinstance(rates, dict)
+    shown = ", ".join(f"{leg} {float(r) / MB:.0f} MB/s" for leg, r in rates.items())
+    rtts = "/".join(f"{float(x):.0f}" for x in rtt)
+    return f"{legs.get('path')} x{legs.get('streams')} (round trips {rtts} ms): {shown}"
+
+
+def _legs_said(bench: NetnsBench, name: str) -> str:
+    if name == "relay" or name.startswith("variant:"):
+        return "  " + _legs_line(bench.last_finished)
+    return ""
+
+
 def netns_main(args: argparse.Namespace) -> None:
     reason = netns_permitted()
     if reason:
@@ -849,6 +890,9 @@ def netns_main(args: argparse.Namespace) -> None:
     times: dict[tuple[str, str], list[float]] = {}
     traces: dict[str, list[dict[str, float]]] = {}
     sessions: dict[str, tuple[int, int, int, int]] = {}
+    finished: dict[tuple[str, str], list[dict[str, object]]] = {}
+    variants = dict(_variant(v) for v in args.variant)
+    skipped = set(args.skip.split(",")) if args.skip else set()
     uptime0 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"uptime before: {uptime0}", flush=True)
     python_line = ""
@@ -886,6 +930,8 @@ def netns_main(args: argparse.Namespace) -> None:
             for item in items:
                 src, want = sources[item]
                 methods = ["relay", "scp3"] + ([] if item == TREE else ["pipe"])
+                methods = [m for m in methods if m not in skipped]
+                methods += [f"variant:{v}" for v in variants if item != TREE]
                 methods += ["relay_before"] if args.before_src else []
                 methods += ["relay_inproc"] if args.workers_too and item != TREE else []
                 methods += ["relay_console"] if args.console and item != TREE else []
@@ -893,7 +939,12 @@ def netns_main(args: argparse.Namespace) -> None:
                 shift = rnd % len(methods)  # alternate who goes first
                 for name in methods[shift:] + methods[:shift]:
                     before_sessions = bench.sessions()
-                    elapsed, dst, phases = getattr(bench, name)(src)
+                    if name.startswith("variant:"):
+                        elapsed, dst, phases = bench.relay(src, extra=variants[name[8:]])
+                    else:
+                        elapsed, dst, phases = getattr(bench, name)(src)
+                    if name == "relay" or name.startswith("variant:"):
+                        finished.setdefault((item, name), []).append(bench.last_finished)
                     if name == "relay":
                         time.sleep(0.2)  # sshd logs a session as it starts; let it write
                         counted = [
@@ -908,8 +959,8 @@ def netns_main(args: argparse.Namespace) -> None:
                     if phases:
                         traces.setdefault(item, []).append(phases)
                     print(
-                        f"round {rnd + 1} {item:>5s} {NETNS_METHODS[name]:36s} "
-                        f"{elapsed:7.3f} s  load {_load()}",
+                        f"round {rnd + 1} {item:>5s} {_method_label(name):36s} "
+                        f"{elapsed:7.3f} s  load {_load()}{_legs_said(bench, name)}",
                         flush=True,
                     )
     finally:
@@ -932,6 +983,11 @@ def netns_main(args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for item in items:
         med = {m: statistics.median(times[(item, m)]) for m in NETNS_METHODS if (item, m) in times}
+        for (it, name), got in times.items():
+            if it == item and name.startswith("variant:"):
+                print(f"{item} {_method_label(name)}: {statistics.median(got):.3f} s")
+        if "relay" not in med or "scp3" not in med:
+            continue
         label = "200-file tree" if item == TREE else _size_label(_parse_size(item))
         pipe = f"{med['pipe']:.3f}" if "pipe" in med else ""
         vs_pipe = f"{med['pipe'] / med['relay']:.2f}x" if "pipe" in med else ""
@@ -953,6 +1009,9 @@ def netns_main(args: argparse.Namespace) -> None:
             f"| {label} | {med['relay']:.3f} | {med['scp3']:.3f} | {pipe} | "
             f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} | {inproc} | {share} |"
         )
+    for (item, name), rows in finished.items():
+        mid = sorted(rows, key=lambda r: float(str(r.get("elapsed_s", 0))))[len(rows) // 2]
+        print(f"{item} {_method_label(name)}: {_legs_line(mid)}")
     for item, rows in traces.items():
         keys = list(rows[0])
         shown = ", ".join(f"{k} {statistics.median(r.get(k, 0.0) for r in rows):.3f}" for k in keys)

@@ -104,6 +104,21 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "connections, to spread the encryption over the cores (auto: where this machine "
         "has 4 cores or more; default %(default)s)",
     )
+    p.add_argument(
+        "--long-streams",
+        default="auto",
+        metavar="N",
+        help="on a long link, a large file moves over N streams at once, each through its "
+        "own pair of ssh connections (auto: from the round trip measured to both hosts, "
+        "1 on a short link; 1: one pair of OpenSSH legs; default %(default)s)",
+    )
+    p.add_argument(
+        "--ssh-legs",
+        choices=("on", "off"),
+        default="on",
+        help="large files through OpenSSH client processes (off: over the console's own "
+        "connections; default %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON lines (one event per line)")
     p.add_argument("--list", action="store_true", help="list transfers in the local state")
     p.add_argument("--resume", metavar="ID", help="resume the unfinished transfer ID")
@@ -122,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("relay needs SRC and DST (or --resume ID, or --list)", 2)
     if args.retries < 0 or args.streams < 1 or args.range_mib < 1:
         raise CommandError("--retries must be >= 0, --streams and --range-mib >= 1", 2)
+    long_streams = _long_streams(args.long_streams)
     from dflash_tui.transfer.results import RelayOptions  # the engine loads only to run one
 
     options = RelayOptions(
@@ -132,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
         streams=args.streams,
         range_bytes=args.range_mib << 20,
         worker_processes={"auto": None, "on": True, "off": False}[args.workers],
+        openssh_legs=args.ssh_legs == "on",
+        long_streams=long_streams,
     )
     printer = _Printer(sys.stdout, json_lines=args.json)
     from dflash_tui.transfer import open_transfer_state
@@ -155,6 +173,15 @@ def run(args: argparse.Namespace) -> int:
         conn.close()
         printer.close()
         trace.mark("loop_closed")
+
+
+def _long_streams(word: str) -> int | None:
+    """--long-streams: None for auto, else a count of at least 1."""
+    if word == "auto":
+        return None
+    if not word.isdigit() or int(word) < 1:
+        raise CommandError(f"--long-streams must be auto or a number >= 1, not {word!r}", 2)
+    return int(word)
 
 
 async def _relay(

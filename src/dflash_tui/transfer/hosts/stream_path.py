@@ -25,6 +25,7 @@ from dflash_tui.transfer.hosts.procs import ProcWorker
 from dflash_tui.transfer.hosts.relay_file import RelayFile
 from dflash_tui.transfer.hosts.streams import PartTooShort, Piece, Rename, StreamWorker
 from dflash_tui.transfer.ledger import TransferLedger
+from dflash_tui.transfer.leg_rates import LegMeter
 from dflash_tui.transfer.results import RelayOptions
 from dflash_tui.transfer.sides import Side
 
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 # the last byte, as with one long piece per stream).
 SPLIT_MIN_BYTES = 256 << 20
 SPLIT_PIECE_BYTES = 64 << 20
+# On a long link (hosts/ssh_streams.py) every file the legs would have taken is split.
+LONG_SPLIT_MIN_BYTES = 64 << 20
 # A split file's destination sha256 follows its landed prefix in steps of this much.
 HASH_STEP_BYTES = 32 << 20
 
@@ -57,8 +60,13 @@ class StreamPath:
     _warm: list[asyncio.Future[StreamWorker]]
     _procs: list[asyncio.Future[ProcWorker]]
     _started_procs: list[ProcWorker]
+    long_streams: int
+    leg_meter: LegMeter
+    _long: tuple[Side, Side] | None
 
     if TYPE_CHECKING:
+
+        def _stream_sides(self) -> tuple[Side, Side]: ...
 
         async def _hash(self, side: Side, path: str, size: int | None = None) -> str: ...
         async def _local_sha(self, job: RelayFile) -> str | None: ...
@@ -81,8 +89,11 @@ class StreamPath:
                 job.dst_hasher = await PrefixHasher(self.dst_side, job.dst_part).start()
         procs, self._procs = self._procs, []
         runs, queue = await self._proc_runs(procs, queue)
-        count = min(self.options.streams, max(1, len(queue)))
-        workers = [StreamWorker(self.src_side, self.dst_side, queue, self) for _ in range(count)]
+        count = min(self._stream_count(), max(1, len(queue)))
+        sides = self._stream_sides()
+        meter = self.leg_meter
+        meter.path, meter.streams = ("ssh streams" if self._long else "streams"), count
+        workers = [StreamWorker(*sides, queue, self, meter) for _ in range(count)]
         warm, self._warm = self._warm, []
         for index, started in enumerate(warm):
             if index >= count:
@@ -93,6 +104,7 @@ class StreamPath:
             try:
                 workers[index] = await started  # started while planning
                 workers[index].queue = queue
+                workers[index].meter = meter
             except TransferError:
                 pass  # a fresh one tells what is wrong
         try:
@@ -164,13 +176,19 @@ class StreamPath:
         if not runs:
             runs = [[job.file.size, job.file.size]]  # everything landed: hash and rename
         whole = len(runs) == 1 and runs[0][1] == job.file.size
-        if whole and self.options.streams > 1 and runs[0][1] - runs[0][0] >= SPLIT_MIN_BYTES:
+        split_min = SPLIT_MIN_BYTES if self.long_streams == 1 else LONG_SPLIT_MIN_BYTES
+        if whole and self._stream_count() > 1 and runs[0][1] - runs[0][0] >= split_min:
             runs = self._split(runs[0][0], runs[0][1])
             whole = False
             job.split = True
             # Hashed whole apart from the streams: the source at once, beside them.
             job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
             self._tasks.append(job.src_hash)
+        elif self._long is not None and sum(b - a for a, b in runs) >= split_min:
+            # A long link resumed: what is left in stripes too, or the untouched rest
+            # would go over one stream, bound by its window (hashed afterwards).
+            runs = [cut for a, b in runs for cut in self._split(a, b)]
+            whole = False
         pieces = [
             Piece(job, job.src_path, job.dst_part, a, b, job.file.size, whole, job.local_fd)
             for a, b in runs
@@ -178,6 +196,10 @@ class StreamPath:
         if job.split:
             job.pieces = pieces
         return pieces
+
+    def _stream_count(self) -> int:
+        """How many streams move a large file: the long link's, or `--streams`."""
+        return self.long_streams if self.long_streams > 1 else self.options.streams
 
     def _split(self, start: int, end: int) -> list[list[int]]:
         """[start, end) in stripes of about SPLIT_PIECE_BYTES, cut on range boundaries, in
