@@ -387,6 +387,14 @@ def main() -> None:
         "alternating with the rest; repeatable",
     )
     parser.add_argument(
+        "--cut-at",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="--netns: also time a relay whose train connections are all cut once this "
+        "much of the file is done (it resumes by ranges; prints what it sent again)",
+    )
+    parser.add_argument(
         "--skip", default="", help="--netns: methods left out, e.g. scp3,pipe (for a quick look)"
     )
     parser.add_argument(
@@ -463,6 +471,8 @@ def main() -> None:
 
 NETNS_PREFIX = "dfb"
 TREE = "tree"
+TREE256 = "tree256"  # 200 files of 8-256 KB
+TREES = (TREE, TREE256)
 
 
 def _parse_size(word: str) -> int:
@@ -477,15 +487,16 @@ def _size_label(size: int) -> str:
     return f"{size} B"
 
 
-def _write_results_tree(root: Path, files: int = 200) -> int:
-    """A results tree as eval runs leave it: per run a config, metrics, samples, a log."""
+def _write_results_tree(root: Path, files: int = 200, low: int = 200, high: int = 24_000) -> int:
+    """A results tree as eval runs leave it: per run a config, metrics, samples, a log
+    (`low`..`high` bytes each)."""
     rng = random.Random(14)
     total = 0
     names = ["config.json", "metrics.json", "samples.jsonl", "eval.log", "acceptance.csv"]
     for i in range(files):
         run = root / f"run-{i // len(names):03d}"
         run.mkdir(parents=True, exist_ok=True)
-        size = rng.randint(200, 24_000)
+        size = rng.randint(low, high)
         (run / names[i % len(names)]).write_bytes(rng.randbytes(size))
         total += size
     return total
@@ -622,6 +633,8 @@ class NetnsBench:
         self.dst_dir.mkdir()
         self.run_no = 0
         self.last_finished: dict[str, object] = {}
+        self.cut_at = 0.0
+        self.last_cut = ""
         # As installed: byte-compiled modules (pip compiles them; a developer's shell
         # may say PYTHONDONTWRITEBYTECODE, which would time the compiler at every run).
         self.env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -749,6 +762,44 @@ class NetnsBench:
             return elapsed, dst, {}
         return elapsed, dst, {k: v - epoch for k, v in _trace(out.stderr).items()}
 
+    def relay_cut(self, src: Path) -> tuple[float, Path, dict[str, float]]:
+        """The relay with the train host's sshd sessions killed once `cut_at` of the file
+        is done (every connection to it, the pool's and the streams'): it resumes by
+        ranges; `last_cut` says how much it sent against the file's size."""
+        dst = self._dst()
+        cmd = [
+            sys.executable, "-m", "dflash_tui", "relay", "--config", str(self.config),
+            "--json", f"eval:{src}", f"train:{dst}",
+        ]  # fmt: skip
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=self.env)
+        assert proc.stdout is not None
+        events = []
+        cut_done = 0
+        for line in proc.stdout:
+            if not line.startswith("{"):
+                continue
+            event = json.loads(line)
+            events.append(event)
+            if (
+                not cut_done
+                and event.get("event") == "file_progress"
+                and event["bytes_done"] >= self.cut_at * event["bytes_total"]
+            ):
+                cut_done = event["bytes_done"]
+                self.train.kill_sessions()
+        if proc.wait() != 0:
+            raise SystemExit("relay with a cut failed")
+        elapsed = time.perf_counter() - started
+        finished = next(e for e in events if e.get("event") == "transfer_finished")
+        retries = sum(e.get("event") == "retrying" for e in events)
+        self.last_cut = (
+            f"cut at {cut_done / MB:.0f} MB, {retries} retry, sent "
+            f"{finished['bytes_sent'] / finished['bytes_total']:.3f}x the file"
+        )
+        self.last_finished = finished
+        return elapsed, dst, {}
+
     def scp3(self, src: Path) -> tuple[float, Path, dict[str, float]]:
         dst = self._dst()
         cmd = [
@@ -843,6 +894,7 @@ NETNS_METHODS = {
     "scp3": "scp -3",
     "pipe": "ssh eval cat | ssh train 'cat >'",
     "pipe_hashed": "the pipe, tee into sha256 on both hosts",
+    "relay_cut": "relay, train's sessions killed mid-file",
 }
 
 
@@ -869,6 +921,8 @@ def _legs_line(finished: dict[str, object]) -> str:
 
 
 def _legs_said(bench: NetnsBench, name: str) -> str:
+    if name == "relay_cut":
+        return "  " + bench.last_cut + "; " + _legs_line(bench.last_finished)
     if name == "relay" or name.startswith("variant:"):
         return "  " + _legs_line(bench.last_finished)
     return ""
@@ -913,15 +967,17 @@ def netns_main(args: argparse.Namespace) -> None:
         if long_link is not None:
             print(f"long link: {long_link.describe()}", flush=True)
         bench.workers_too = args.workers_too
+        bench.cut_at = args.cut_at
         python_line = bench.host_python() + "; " + bench.login_shell()
         print(f"hosts' python3: {python_line}", flush=True)
         sources: dict[str, tuple[Path, object]] = {}
         for item in items:
-            if item == TREE:
-                root = bench.src_dir / "results"
-                total = _write_results_tree(root)
+            if item in TREES:
+                root = bench.src_dir / item
+                sizes = (200, 24_000) if item == TREE else (8 << 10, 256 << 10)
+                total = _write_results_tree(root, 200, *sizes)
                 sources[item] = (root, _tree_sha(root))
-                print(f"results tree: 200 files, {total / MB:.1f} MB", flush=True)
+                print(f"{item}: 200 files, {total / MB:.1f} MB", flush=True)
             else:
                 size = _parse_size(item)
                 path = bench.src_dir / f"model-{item}.safetensors"
@@ -929,13 +985,14 @@ def netns_main(args: argparse.Namespace) -> None:
         for rnd in range(args.rounds):
             for item in items:
                 src, want = sources[item]
-                methods = ["relay", "scp3"] + ([] if item == TREE else ["pipe"])
+                methods = ["relay", "scp3"] + ([] if item in TREES else ["pipe"])
                 methods = [m for m in methods if m not in skipped]
-                methods += [f"variant:{v}" for v in variants if item != TREE]
+                methods += [f"variant:{v}" for v in variants if item not in TREES]
+                methods += ["relay_cut"] if args.cut_at and item not in TREES else []
                 methods += ["relay_before"] if args.before_src else []
-                methods += ["relay_inproc"] if args.workers_too and item != TREE else []
-                methods += ["relay_console"] if args.console and item != TREE else []
-                methods += ["pipe_hashed"] if args.pipe_hashed and item != TREE else []
+                methods += ["relay_inproc"] if args.workers_too and item not in TREES else []
+                methods += ["relay_console"] if args.console and item not in TREES else []
+                methods += ["pipe_hashed"] if args.pipe_hashed and item not in TREES else []
                 shift = rnd % len(methods)  # alternate who goes first
                 for name in methods[shift:] + methods[:shift]:
                     before_sessions = bench.sessions()
@@ -943,7 +1000,7 @@ def netns_main(args: argparse.Namespace) -> None:
                         elapsed, dst, phases = bench.relay(src, extra=variants[name[8:]])
                     else:
                         elapsed, dst, phases = getattr(bench, name)(src)
-                    if name == "relay" or name.startswith("variant:"):
+                    if name in ("relay", "relay_cut") or name.startswith("variant:"):
                         finished.setdefault((item, name), []).append(bench.last_finished)
                     if name == "relay":
                         time.sleep(0.2)  # sshd logs a session as it starts; let it write
@@ -951,7 +1008,7 @@ def netns_main(args: argparse.Namespace) -> None:
                             b - a for a, b in zip(before_sessions, bench.sessions(), strict=True)
                         ]
                         sessions[item] = (counted[0], counted[1], counted[2], counted[3])
-                    got = _tree_sha(dst) if item == TREE else sha256_file(dst)
+                    got = _tree_sha(dst) if item in TREES else sha256_file(dst)
                     if got != want:
                         raise SystemExit(f"{name} {item}: WRONG COPY")
                     shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
@@ -988,7 +1045,9 @@ def netns_main(args: argparse.Namespace) -> None:
                 print(f"{item} {_method_label(name)}: {statistics.median(got):.3f} s")
         if "relay" not in med or "scp3" not in med:
             continue
-        label = "200-file tree" if item == TREE else _size_label(_parse_size(item))
+        label = {TREE: "200-file tree", TREE256: "200 files of 8-256 KB"}.get(item) or (
+            _size_label(_parse_size(item))
+        )
         pipe = f"{med['pipe']:.3f}" if "pipe" in med else ""
         vs_pipe = f"{med['pipe'] / med['relay']:.2f}x" if "pipe" in med else ""
         before = (
@@ -1003,7 +1062,9 @@ def netns_main(args: argparse.Namespace) -> None:
         if "pipe_hashed" in med:
             hashed = med["pipe_hashed"]
             inproc += f" hashed pipe {hashed:.3f} (relay {hashed / med['relay']:.2f}x of it)"
-        at_link = link.seconds(_parse_size(item)) if link is not None and item != TREE else None
+        at_link = (
+            link.seconds(_parse_size(item)) if link is not None and item not in TREES else None
+        )
         share = f"{at_link:.3f} ({at_link / med['relay']:.0%})" if at_link else ""
         print(
             f"| {label} | {med['relay']:.3f} | {med['scp3']:.3f} | {pipe} | "

@@ -27,6 +27,7 @@ from dflash_tui.transfer.events import (
     TransferFinished,
     TransferStarted,
 )
+from dflash_tui.transfer.leg_rates import legs_text, live_summary
 from dflash_tui.transfer.verify import DEFAULT_RANGE_BYTES
 
 # The engine (and asyncssh with it) loads inside run(), once the arguments are known.
@@ -45,6 +46,7 @@ LIST_COLUMNS = [
     ("dst", "DST"),
     ("progress", "DONE"),
     ("updated", "UPDATED"),
+    ("legs", "LEGS"),
     ("error", "ERROR"),
 ]
 PLAIN_INTERVAL_S = 5.0
@@ -244,10 +246,20 @@ def _list(state_dir: Path, as_json: bool) -> int:
                 "progress": pct,
                 "updated": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated_at)),
                 "error": (r.error or "")[:60] or None,
+                "legs": _legs_cell(r.legs) or None,
             }
         )
     print_table(rows, LIST_COLUMNS)
     return 0
+
+
+def _legs_cell(text: str | None) -> str:
+    """The transfers row's per-leg rates: `eval->here 310 MiB/s, here->train 98 MiB/s`."""
+    try:
+        legs = json.loads(text) if text else None
+    except ValueError:
+        return ""
+    return legs_text(legs, rate) if isinstance(legs, dict) else ""
 
 
 class _Printer:
@@ -304,6 +316,9 @@ class _Printer:
                     f"{size(event.bytes_sent)} in {event.elapsed_s:.1f}s "
                     f"({rate(event.rate_bps)})"
                 )
+                legs = legs_text(event.legs, rate)
+                if legs:
+                    self._line(f"legs: {legs}")
 
     def _progress(self, e: FileProgress) -> None:
         # Floor, so 100% means done.
@@ -318,6 +333,10 @@ class _Printer:
             f"{e.path} {pct:3d}% {size_pair(e.bytes_done, e.bytes_total)} "
             f"{rate(e.rate_bps)} | {total}"
         )
+        if e.src_leg_bps is not None and e.dst_leg_bps is not None and self.started:
+            # Which leg is the slow one (transfer/leg_rates.py).
+            src, dst = self.started.src, self.started.dst
+            text += " | " + legs_text(live_summary(src, dst, e.src_leg_bps, e.dst_leg_bps), rate)
         if self.tty:
             self.out.write("\r\x1b[K" + text)
             self.out.flush()

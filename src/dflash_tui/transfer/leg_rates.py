@@ -101,6 +101,23 @@ def _pair(span: float, src: int, dst: int, src_wait: float, dst_wait: float) -> 
     return src / max(floor, span - dst_wait), dst / max(floor, span - src_wait)
 
 
+def endpoint_label(text: str) -> str:
+    """The host of `host:path` as a leg's name; `local` for a local path (as written in
+    the transfer's src/dst: local paths start with `/` or `.`, or have no `:`)."""
+    head, sep, _ = text.partition(":")
+    return head if sep and head and not head.startswith((".", "/")) else "local"
+
+
+def live_summary(src: str, dst: str, src_bps: float, dst_bps: float) -> dict[str, Any]:
+    """A `summary()`-shaped dict from a progress event's two leg rates."""
+    return {
+        "rates": {
+            f"{endpoint_label(src)}->here": src_bps,
+            f"here->{endpoint_label(dst)}": dst_bps,
+        }
+    }
+
+
 def legs_text(summary: dict[str, Any] | None, rate: Any) -> str:
     """'eval->here 310 MB/s, here->train 98 MB/s (ssh streams x4)' from `summary()`;
     `rate` formats bytes/s. Empty when there are no figures."""
