@@ -916,8 +916,8 @@ def _legs_line(finished: dict[str, object]) -> str:
     rates = legs.get("rates") or {}
     assert isinstance(rtt, list) and isinstance(rates, dict)
     shown = ", ".join(f"{leg} {float(r) / MB:.0f} MB/s" for leg, r in rates.items())
-    rtts = "/".join(f"{float(x):.0f}" for x in rtt)
-    return f"{legs.get('path')} x{legs.get('streams')} (round trips {rtts} ms): {shown}"
+    rtts = f" (round trips {'/'.join(f'{float(x):.0f}' for x in rtt)} ms)" if rtt else ""
+    return f"{legs.get('path')} x{legs.get('streams')}{rtts}: {shown}"
 
 
 def _legs_said(bench: NetnsBench, name: str) -> str:

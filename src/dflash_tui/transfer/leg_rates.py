@@ -7,8 +7,8 @@ next chunk or for the destination to take the last one; over a span of wall
 time T that moved B bytes, with Ws spent waiting on the source and Wd on the
 destination (each averaged over the streams), the source leg delivered B in
 T - Wd (the time it was not held back by the other leg) and the destination
-leg took B in T - Ws. The slow leg's figure is close to the relay's rate; the
-other's is what it could have given. The OpenSSH legs (ssh_legs.py) pass the
+leg took B in T - Ws. The lower figure is the slow leg; both read above the
+relay's rate where time went to neither (this machine's CPU, start and end). The OpenSSH legs (ssh_legs.py) pass the
 bytes between their two processes without us: there each leg's rate is its
 `ssh` process's own bytes per second (from /proc), which a pipe keeps equal.
 """
