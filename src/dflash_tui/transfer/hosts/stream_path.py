@@ -189,6 +189,9 @@ class StreamPath:
             # would go over one stream, bound by its window (hashed afterwards).
             runs = [cut for a, b in runs for cut in self._split(a, b)]
             whole = False
+            if job.src_hash is None:  # the source's sha256 beside them, not after
+                job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
+                self._tasks.append(job.src_hash)
         pieces = [
             Piece(job, job.src_path, job.dst_part, a, b, job.file.size, whole, job.local_fd)
             for a, b in runs
