@@ -446,7 +446,7 @@ def error_for(where: str, exc: BaseException, what: str) -> TransferError:
     return TransferError(f"{where}: {what} failed ({reason})")
 
 
-async def round_trip(client: asyncssh.SFTPClient, samples: int = 2) -> float:
+async def round_trip(client: asyncssh.SFTPClient, samples: int = 3) -> float:
     """The link's round trip to the host, in seconds: the quickest of a few `stat /`
     requests (one packet each way; the server's part is negligible). A failed request
     counts as no measure (0.0: a short link)."""

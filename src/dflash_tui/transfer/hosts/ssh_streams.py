@@ -90,14 +90,17 @@ class SshSide(Side):
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
-            # Its pipes closed now, whatever happens next (a second cancellation of the
-            # wait below included): asyncio would otherwise close them when the process
-            # object goes, from an event loop that may have finished.
-            transport = getattr(proc, "_transport", None)
-            if transport is not None:
-                transport.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 5.0)
+            try:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), 5.0)
+            finally:
+                # Its pipes closed, even when that wait is cancelled: asyncio would
+                # otherwise close them when the process object goes, from an event loop
+                # that may have finished. (After the wait: closing polls the process,
+                # which would take its exit status from asyncio's child watcher.)
+                transport = getattr(proc, "_transport", None)
+                if transport is not None:
+                    transport.close()
 
 
 def _widen(pipe: object) -> None:
