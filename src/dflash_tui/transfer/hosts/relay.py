@@ -52,7 +52,6 @@ from dflash_tui.transfer.hosts.relay_file import (
     local_range_hashes,
     workers_wanted,
 )
-from dflash_tui.transfer.hosts.ssh_streams import SshSide, streams_for
 from dflash_tui.transfer.hosts.stream_path import StreamPath
 from dflash_tui.transfer.hosts.streams import PythonMissing, StreamWorker
 from dflash_tui.transfer.ledger import TransferLedger, TransferRecord
@@ -291,39 +290,6 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         trace.mark("walked")
         await self._measure_link(tree)
         return tree, probed
-
-    async def _measure_link(self, tree: SourceTree) -> None:
-        """The legs' round trips, where a large file could use parallel streams: a long
-        one moves it over several `ssh` pairs (ssh_streams.py), a short one keeps the
-        one pair of OpenSSH legs."""
-        self._long = None
-        o = self.options
-        if (
-            self._sftp is None
-            or not o.openssh_legs
-            or o.long_streams == 1
-            or not self.use_streams
-            or self.src.host is None
-            or self.dst.host is None
-            or not ssh_legs.available()
-            or not any(f.size >= LEGS_MIN_BYTES for f in tree.files)
-        ):
-            return
-        src_rtt, dst_rtt = await asyncio.gather(
-            sftp.round_trip(self._sftp[0]), sftp.round_trip(self._sftp[1])
-        )
-        self.leg_meter.rtt_s = (src_rtt, dst_rtt)
-        n = o.long_streams or streams_for(max(src_rtt, dst_rtt))
-        trace.mark("measured")
-        if n > 1:
-            settings = SshSettings.of_pool(self.pool)
-            self._long = (SshSide(settings, self.src.host), SshSide(settings, self.dst.host))
-            self.long_streams = n
-
-    def _stream_sides(self) -> tuple[Side, Side]:
-        """Where the streams run their scripts: through their own `ssh` on a long link,
-        else over the pool's connections."""
-        return self._long or (self.src_side, self.dst_side)
 
     def _start_workers(self, tree: SourceTree) -> None:
         """The shells the move will need start now, while the destination is checked:

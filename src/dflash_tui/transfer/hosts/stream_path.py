@@ -3,8 +3,9 @@ processes for the pieces of large files.
 
 A file of at least SPLIT_MIN_BYTES moves in stripes handed to several
 streams at once; the destination's sha256 follows its landed prefix (see
-docs/relay.md "Streams"). The StreamWorkers call back sent(), landed(),
-verified() and renamed() as pieces move.
+docs/relay.md "Streams"). On a long link each StreamWorker runs its scripts
+through its own `ssh` pair (ssh_streams.py; docs/relay.md "Long links"). The
+StreamWorkers call back sent(), landed(), verified() and renamed() as pieces move.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from dflash_tui.core.tasks import run_all
-from dflash_tui.transfer import trace
+from dflash_tui.transfer import sftp, trace
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import ProgressTracker
 from dflash_tui.transfer.hashing import PrefixHasher
+from dflash_tui.transfer.hosts import ssh_legs
+from dflash_tui.transfer.hosts.leg_procs import SshSettings
 from dflash_tui.transfer.hosts.procs import ProcWorker
 from dflash_tui.transfer.hosts.relay_file import RelayFile
+from dflash_tui.transfer.hosts.ssh_streams import SshSide, streams_for
 from dflash_tui.transfer.hosts.streams import PartTooShort, Piece, Rename, StreamWorker
 from dflash_tui.transfer.ledger import TransferLedger
 from dflash_tui.transfer.leg_rates import LegMeter
@@ -30,6 +34,11 @@ from dflash_tui.transfer.results import RelayOptions
 from dflash_tui.transfer.sides import Side
 
 if TYPE_CHECKING:
+    import asyncssh
+
+    from dflash_tui.remote.pool import HostPool
+    from dflash_tui.transfer.endpoints import Endpoint
+    from dflash_tui.transfer.tree import SourceTree
     from dflash_tui.transfer.verify import Range
 
 # A file of at least SPLIT_MIN_BYTES left to send moves in stripes of about
@@ -63,10 +72,13 @@ class StreamPath:
     long_streams: int
     leg_meter: LegMeter
     _long: tuple[Side, Side] | None
+    _sftp: tuple[asyncssh.SFTPClient, asyncssh.SFTPClient] | None
+    use_streams: bool
+    src: Endpoint
+    dst: Endpoint
+    pool: HostPool
 
     if TYPE_CHECKING:
-
-        def _stream_sides(self) -> tuple[Side, Side]: ...
 
         async def _hash(self, side: Side, path: str, size: int | None = None) -> str: ...
         async def _local_sha(self, job: RelayFile) -> str | None: ...
@@ -77,6 +89,39 @@ class StreamPath:
         def _refuse_mismatch(
             self, job: RelayFile, resent: int, src_sha: str, dst_sha: str, local_sha: str | None
         ) -> None: ...
+
+    async def _measure_link(self, tree: SourceTree) -> None:
+        """The legs' round trips, where a large file could use parallel streams: a long
+        one moves it over several `ssh` pairs (ssh_streams.py), a short one keeps the
+        one pair of OpenSSH legs."""
+        self._long = None
+        o = self.options
+        if (
+            self._sftp is None
+            or not o.openssh_legs
+            or o.long_streams == 1
+            or not self.use_streams
+            or self.src.host is None
+            or self.dst.host is None
+            or not ssh_legs.available()
+            or not any(f.size >= LONG_SPLIT_MIN_BYTES for f in tree.files)
+        ):
+            return
+        src_rtt, dst_rtt = await asyncio.gather(
+            sftp.round_trip(self._sftp[0]), sftp.round_trip(self._sftp[1])
+        )
+        self.leg_meter.rtt_s = (src_rtt, dst_rtt)
+        n = o.long_streams or streams_for(max(src_rtt, dst_rtt))
+        trace.mark("measured")
+        if n > 1:
+            settings = SshSettings.of_pool(self.pool)
+            self._long = (SshSide(settings, self.src.host), SshSide(settings, self.dst.host))
+            self.long_streams = n
+
+    def _stream_sides(self) -> tuple[Side, Side]:
+        """Where the streams run their scripts: through their own `ssh` on a long link,
+        else over the pool's connections."""
+        return self._long or (self.src_side, self.dst_side)
 
     async def _move_streams(self, pending: list[RelayFile]) -> None:
         """Every pending file through StreamWorkers; then the files whose hashes differed."""
