@@ -64,6 +64,19 @@ pass (`tee` into the hash, compared here, no rename) and the relay's ciphers
 (AES-GCM; `scp -3` and the plain pipe keep OpenSSH's defaults): the floor of
 any verified copy through OpenSSH on these hosts, to tell the relay's own
 overhead from the cost of the verification.
+
+`--rtt-ms R --rate-mbit M` gives the train host (`--long-legs eval|both`: the
+other or both) a long link: a delay line of the test bed's own
+(tests/transfer/delay_line.py) in this machine's namespace holds each
+direction's bytes R/2 ms and paces them to M; the table adds the file's time at
+the link's rate. `--variant NAME=ARGS` times `relay ARGS` in the same rounds
+(e.g. `legs1=--long-streams 1`), `--cut-at 0.5` a relay whose train sessions are
+all killed half way (it prints what it sent against the file's size), and the
+`tree256` item is 200 files of 8-256 KB. The --netns half lives in
+bench/relay_netns.py.
+
+    .venv/bin/python bench/relay.py --netns --sizes 1G,tree --rounds 3 \
+        --rtt-ms 40 --rate-mbit 1000 --login-shell-s 0.3 --cut-at 0.5
 """
 
 from __future__ import annotations
