@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from relay import NetnsBench  # noqa: E402
+from relay_netns import NetnsBench  # noqa: E402
 
 from dflash_tui.demo.cluster import PCT_SHIM  # noqa: E402
 from tests.testbed import hosts_toml, sshd_host_entry  # noqa: E402

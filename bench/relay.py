@@ -64,19 +64,29 @@ pass (`tee` into the hash, compared here, no rename) and the relay's ciphers
 (AES-GCM; `scp -3` and the plain pipe keep OpenSSH's defaults): the floor of
 any verified copy through OpenSSH on these hosts, to tell the relay's own
 overhead from the cost of the verification.
+
+`--rtt-ms R --rate-mbit M` gives the train host (`--long-legs eval|both`: the
+other or both) a long link: a delay line of the test bed's own
+(tests/transfer/delay_line.py) in this machine's namespace holds each
+direction's bytes R/2 ms and paces them to M; the table adds the file's time at
+the link's rate. `--variant NAME=ARGS` times `relay ARGS` in the same rounds
+(e.g. `legs1=--long-streams 1`), `--cut-at 0.5` a relay whose train sessions are
+all killed half way (it prints what it sent against the file's size), and the
+`tree256` item is 200 files of 8-256 KB. The --netns half lives in
+bench/relay_netns.py.
+
+    .venv/bin/python bench/relay.py --netns --sizes 1G,tree --rounds 3 \
+        --rtt-ms 40 --rate-mbit 1000 --login-shell-s 0.3 --cut-at 0.5
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
-import random
 import resource
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -87,6 +97,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
+from relay_netns import (  # noqa: E402  # bench/relay_netns.py
+    MB,
+    NETNS_PREFIX,
+    SLOW_PYTHON_S,
+    _write_random,
+    netns_main,
+)
+
 from tests.testbed import (  # noqa: E402
     ClientKey,
     SshdHost,
@@ -95,16 +113,7 @@ from tests.testbed import (  # noqa: E402
     sshd_host_entry,
 )
 from tests.transfer.hosts import HomeSshdHost, make_ssh_home  # noqa: E402
-from tests.transfer.netns import (  # noqa: E402
-    Namespace,
-    delete_namespace,
-    make_namespace,
-    netns_permitted,
-    remove_stale_namespaces,
-)
 
-MB = 1_000_000
-SLOW_PYTHON_S = 0.15
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
@@ -117,18 +126,6 @@ def _tree_cpu_s(pid: int) -> float:
 def _children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def _write_random(path: Path, size: int) -> str:
-    digest = hashlib.sha256()
-    with path.open("wb") as f:
-        left = size
-        while left:
-            chunk = os.urandom(min(1 << 20, left))
-            digest.update(chunk)
-            f.write(chunk)
-            left -= len(chunk)
-    return digest.hexdigest()
 
 
 class Bench:
@@ -361,6 +358,41 @@ def main() -> None:
         help="--netns: also time a second relay from a running console (pool already open)",
     )
     parser.add_argument(
+        "--rtt-ms",
+        type=float,
+        default=0.0,
+        help="--netns: a long link: this round trip on --long-legs, by a delay line of the "
+        "test bed's own in this (the jump host's) namespace (the kernel has no netem)",
+    )
+    parser.add_argument(
+        "--rate-mbit", type=float, default=None, help="--netns: the long link's rate, each way"
+    )
+    parser.add_argument(
+        "--long-legs",
+        choices=("train", "eval", "both"),
+        default="train",
+        help="--netns: which leg is long (default: jump -> train, the cloud box)",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="--netns: also time `relay ARGS` for files (e.g. 'legs1=--long-streams 1'), "
+        "alternating with the rest; repeatable",
+    )
+    parser.add_argument(
+        "--cut-at",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="--netns: also time a relay whose train connections are all cut once this "
+        "much of the file is done (it resumes by ranges; prints what it sent again)",
+    )
+    parser.add_argument(
+        "--skip", default="", help="--netns: methods left out, e.g. scp3,pipe (for a quick look)"
+    )
+    parser.add_argument(
         "--netns-prefix", default=NETNS_PREFIX, help="--netns: namespace name prefix"
     )
     parser.add_argument(
@@ -427,462 +459,6 @@ def main() -> None:
                     f"relay vs {METHODS[m][0]}: throughput {medians[m] / medians['relay']:.2f}x, "
                     f"CPU used {cpu_medians['relay'] / cpu_medians[m]:.2f}x"
                 )
-
-
-# ---------------------------------------------------------------------- --netns
-
-
-NETNS_PREFIX = "dfb"
-TREE = "tree"
-
-
-def _parse_size(word: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(word[:-1]) * units[word[-1].upper()] if word[-1].upper() in units else int(word)
-
-
-def _size_label(size: int) -> str:
-    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= n and size % n == 0:
-            return f"{size // n} {unit}"
-    return f"{size} B"
-
-
-def _write_results_tree(root: Path, files: int = 200) -> int:
-    """A results tree as eval runs leave it: per run a config, metrics, samples, a log."""
-    rng = random.Random(14)
-    total = 0
-    names = ["config.json", "metrics.json", "samples.jsonl", "eval.log", "acceptance.csv"]
-    for i in range(files):
-        run = root / f"run-{i // len(names):03d}"
-        run.mkdir(parents=True, exist_ok=True)
-        size = rng.randint(200, 24_000)
-        (run / names[i % len(names)]).write_bytes(rng.randbytes(size))
-        total += size
-    return total
-
-
-def _tree_sha(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()
-    }
-
-
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
-
-
-# Stock Debian/Ubuntu sshd_config: sshd starts it through the user's shell, so an SFTP
-# session pays ~/.bashrc like a command does (the test bed's internal-sftp does not).
-DEBIAN_SFTP_SERVER = "/usr/lib/openssh/sftp-server"
-
-
-def _bashrc(login_shell_s: float, login_shell: str | None) -> str:
-    """The hosts' ~/.bashrc: empty, a sleep of `login_shell_s`, or a real pyenv init."""
-    lines = []
-    if login_shell_s:
-        lines.append(f"sleep {login_shell_s}")
-    if login_shell == "pyenv":
-        root = Path.home() / ".pyenv"
-        if not (root / "bin" / "pyenv").exists():
-            raise SystemExit(f"--login-shell pyenv: no pyenv in {root}")
-        lines += [
-            f"export PYENV_ROOT={root}",
-            'export PATH="$PYENV_ROOT/bin:$PATH"',
-            'eval "$(pyenv init -)"',
-        ]
-    return "".join(f"{line}\n" for line in lines)
-
-
-class NetnsBench:
-    """Eval and train hosts in namespaces that reach only this machine (the jump host)."""
-
-    def __init__(
-        self,
-        work: Path,
-        streams: int | None,
-        before_src: Path | None = None,
-        host_python: str | None = None,
-        slow_python: float = 0.0,
-        bashrc: str = "",
-        prefix: str = "dfb",
-        sftp_subsystem: str = DEBIAN_SFTP_SERVER,
-    ) -> None:
-        self.work = work
-        self.streams = streams
-        self.before_src = before_src
-        self.workers_too: str | None = None
-        self.namespaces: list[Namespace] = []
-        self.hosts: list[SshdHost] = []
-        remove_stale_namespaces(prefix)
-        self.key = ClientKey.generate(work / "key")
-        env = _host_python_env(work / "host-bin", host_python, slow_python)
-        for letter in "et":
-            self.namespaces.append(make_namespace(letter, prefix))
-        ns_e, ns_t = self.namespaces
-        # VERBOSE: sshd logs "Starting session: ..." for every command and subsystem.
-        self.eval = SshdHost(
-            work / "eval", self.key, netns=ns_e.name, address=ns_e.address, env=env,
-            log_level="VERBOSE", sftp_subsystem=sftp_subsystem,
-        )  # fmt: skip
-        self.train = SshdHost(
-            work / "train", self.key, netns=ns_t.name, address=ns_t.address, env=env,
-            log_level="VERBOSE", sftp_subsystem=sftp_subsystem,
-        )  # fmt: skip
-        for host in (self.eval, self.train):
-            assert host.home is not None
-            (host.home / ".bashrc").write_text(bashrc)
-            self.hosts.append(host.start())
-        if ns_e.can_connect(self.train.address, 22) or ns_t.can_connect(self.eval.address, 22):
-            raise SystemExit("the namespaces reach each other: not a jump-host topology")
-        self.known = work / "known_hosts"
-        self.known.write_text(self.eval.known_hosts_line() + self.train.known_hosts_line())
-        self.config = hosts_toml(
-            work / "hosts.toml",
-            {
-                "eval": sshd_host_entry(self.eval, self.key),
-                "train": sshd_host_entry(self.train, self.key),
-            },
-            known_hosts=self.known,
-        )
-        self.src_dir = work / "eval-data"
-        self.dst_dir = work / "train-data"
-        self.src_dir.mkdir()
-        self.dst_dir.mkdir()
-        self.run_no = 0
-        # As installed: byte-compiled modules (pip compiles them; a developer's shell
-        # may say PYTHONDONTWRITEBYTECODE, which would time the compiler at every run).
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
-        for tree in [ROOT / "src", *([before_src] if before_src else [])]:
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], check=True)
-
-    def close(self) -> None:
-        for host in self.hosts:
-            host.stop()
-        for ns in self.namespaces:
-            delete_namespace(ns.name)
-
-    def sessions(self) -> tuple[int, int, int, int]:
-        """Sessions sshd started so far: (eval commands, eval subsystems, train ..., ...)."""
-        counts: list[int] = []
-        for host in (self.eval, self.train):
-            text = host.log_path.read_text(errors="replace")
-            counts.append(text.count("Starting session: command"))
-            counts.append(text.count("Starting session: subsystem"))
-        return counts[0], counts[1], counts[2], counts[3]
-
-    def login_shell(self) -> str:
-        """How long `ssh eval true` takes (the login shell's cost, plus connecting)."""
-        started = time.perf_counter()
-        subprocess.run([*self._ssh(self.eval), "true"], check=True)
-        shell = time.perf_counter() - started
-        started = time.perf_counter()
-        subprocess.run(
-            [*self._ssh(self.eval, ["-s"]), "sftp"], input=b"", check=False, capture_output=True
-        )
-        sftp = time.perf_counter() - started
-        return f"`ssh eval true` {shell:.3f} s, an SFTP session {sftp:.3f} s"
-
-    def host_python(self) -> str:
-        """Which python3 the hosts' sessions find, and how long `python3 -c pass` takes there."""
-        out = subprocess.run(
-            [*self._ssh(self.eval), 'command -v python3; python3 -V; '
-             's=$(date +%s.%N); python3 -c pass; e=$(date +%s.%N); echo "$s $e"'],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        where, version, times = out.stdout.strip().splitlines()[-3:]
-        start, end = map(float, times.split())
-        return f"{where} ({version}, `python3 -c pass` {end - start:.3f} s)"
-
-    def _ssh(self, host: SshdHost, options: list[str] | None = None) -> list[str]:
-        return [
-            "ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={self.known}",
-            "-i", str(self.key.private), *(options or []), f"root@{host.address}",
-        ]  # fmt: skip
-
-    def _dst(self) -> Path:
-        self.run_no += 1
-        return self.dst_dir / f"copy{self.run_no}"
-
-    def relay_console(self, src: Path) -> tuple[float, Path, dict[str, float]]:
-        """A second relay from a running console: connections already open, nothing to
-        import; timed from the call to its result (the first relay warms the pool)."""
-        import asyncio
-
-        from dflash_tui.core.config_parse import load_config
-        from dflash_tui.remote.pool import HostPool
-        from dflash_tui.transfer import open_transfer_state, relay
-
-        warm, dst = self._dst(), self._dst()
-
-        async def twice() -> float:
-            config = load_config(self.config)
-            conn = open_transfer_state(config.console.state_dir)
-            try:
-                async with HostPool(config) as pool:
-                    await relay(pool, conn, f"eval:{src}", f"train:{warm}")
-                    started = time.perf_counter()
-                    await relay(pool, conn, f"eval:{src}", f"train:{dst}")
-                    return time.perf_counter() - started
-            finally:
-                conn.close()
-
-        elapsed = asyncio.run(twice())
-        shutil.rmtree(warm) if warm.is_dir() else warm.unlink()
-        return elapsed, dst, {}
-
-    def relay_inproc(self, src: Path) -> tuple[float, Path, dict[str, float]]:
-        """The relay with --workers on|off (--workers-too), for that lever."""
-        return self.relay(src, extra=["--workers", self.workers_too or "auto"])
-
-    def relay_before(self, src: Path) -> tuple[float, Path, dict[str, float]]:
-        """The relay from another source tree (--before-src), for before/after side by side."""
-        return self.relay(src, src_tree=self.before_src)
-
-    def relay(
-        self, src: Path, src_tree: Path | None = None, extra: list[str] | None = None
-    ) -> tuple[float, Path, dict[str, float]]:
-        dst = self._dst()
-        cmd = [
-            sys.executable, "-m", "dflash_tui", "relay", "--config", str(self.config),
-            "--json", f"eval:{src}", f"train:{dst}",
-        ]  # fmt: skip
-        if self.streams:
-            cmd += ["--streams", str(self.streams)]
-        cmd += extra or []
-        env = {**self.env, "DFLASH_TUI_RELAY_TRACE": "1"}
-        if src_tree is not None:
-            env["PYTHONPATH"] = str(src_tree)
-        epoch = time.time()
-        started = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        elapsed = time.perf_counter() - started
-        if out.returncode != 0:
-            raise SystemExit(f"relay failed: {out.stderr[-2000:] or out.stdout[-2000:]}")
-        events = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
-        verified = [e for e in events if e.get("event") == "file_verified"]
-        if not verified or any(e["sha256_src"] != e["sha256_dst"] for e in verified):
-            raise SystemExit(f"relay: sha256 at the two ends differ or missing: {verified}")
-        if src_tree is not None or extra:
-            return elapsed, dst, {}
-        return elapsed, dst, {k: v - epoch for k, v in _trace(out.stderr).items()}
-
-    def scp3(self, src: Path) -> tuple[float, Path, dict[str, float]]:
-        dst = self._dst()
-        cmd = [
-            "scp", "-3", "-q", "-r", "-o", "BatchMode=yes",
-            "-o", f"UserKnownHostsFile={self.known}", "-i", str(self.key.private),
-            f"scp://root@{self.eval.address}/{src}", f"scp://root@{self.train.address}/{dst}",
-        ]  # fmt: skip
-        started = time.perf_counter()
-        subprocess.run(cmd, check=True)
-        return time.perf_counter() - started, dst, {}
-
-    def pipe(self, src: Path) -> tuple[float, Path, dict[str, float]]:
-        dst = self._dst()
-        started = time.perf_counter()
-        reader = subprocess.Popen([*self._ssh(self.eval), f"cat '{src}'"], stdout=subprocess.PIPE)
-        writer = subprocess.Popen([*self._ssh(self.train), f"cat > '{dst}'"], stdin=reader.stdout)
-        assert reader.stdout is not None
-        reader.stdout.close()
-        if writer.wait() != 0 or reader.wait() != 0:
-            raise SystemExit("ssh pipe failed")
-        return time.perf_counter() - started, dst, {}
-
-    def pipe_hashed(self, src: Path) -> tuple[float, Path, dict[str, float]]:
-        """The pipe with the relay's verification in the same pass (`tee` into sha256 on both
-        hosts, compared here), without the rename: the floor of a verified OpenSSH data path."""
-        dst = self._dst()
-        hash_cmd = "openssl dgst -sha256 -r"
-        started = time.perf_counter()
-        # the relay's legs' ciphers (AES-GCM first), not OpenSSH's default chacha20
-        aes = ["-o", "Ciphers=aes128-gcm@openssh.com,aes256-gcm@openssh.com"]
-        reader = subprocess.Popen(
-            [*self._ssh(self.eval, aes), f"{{ tee /dev/fd/3 < '{src}' | {hash_cmd} >&2; }} 3>&1"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        writer = subprocess.Popen(
-            [*self._ssh(self.train, aes), f"tee '{dst}' | {hash_cmd}"],
-            stdin=reader.stdout,
-            stdout=subprocess.PIPE,
-        )
-        assert reader.stdout is not None and reader.stderr is not None
-        reader.stdout.close()
-        dst_sha = writer.communicate()[0].split()[0]
-        src_sha = reader.stderr.read().split()[0]
-        if reader.wait() != 0 or writer.returncode != 0 or src_sha != dst_sha:
-            raise SystemExit("hashed ssh pipe failed or its two sha256 differ")
-        return time.perf_counter() - started, dst, {}
-
-
-# What OpenSSH's sshd gives a session as PATH (Debian's build) when nothing else is set.
-SSHD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def _host_python_env(bin_dir: Path, host_python: str | None, slow_s: float) -> dict[str, str]:
-    """The hosts' session environment for `--host-python` / `--slow-python`.
-
-    Neither: nothing (the hosts' PATH decides, as for a stranger). Otherwise a
-    directory put first on the hosts' PATH holds `python3`: a link to
-    `host_python`, or (`slow_s`) a wrapper that sleeps, then execs the real
-    one, like a pyenv shim or a module-loading wrapper on a GPU box.
-    """
-    if host_python is None and not slow_s:
-        return {}
-    real = host_python or shutil.which("python3", path=SSHD_PATH)
-    if real is None:
-        raise SystemExit("no python3 on the hosts' PATH to wrap")
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    wrapper = bin_dir / "python3"
-    if slow_s:
-        wrapper.write_text(f'#!/bin/sh\nsleep {slow_s}\nexec {real} "$@"\n')
-        wrapper.chmod(0o755)
-    else:
-        wrapper.symlink_to(real)
-    return {"PATH": f"{bin_dir}:{SSHD_PATH}"}
-
-
-def _trace(stderr: str) -> dict[str, float]:
-    """Phase timestamps the relay prints with DFLASH_TUI_RELAY_TRACE=1 (`trace PHASE SECONDS`)."""
-    phases: dict[str, float] = {}
-    for line in stderr.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == "trace":
-            phases[parts[1]] = float(parts[2])
-    return phases
-
-
-NETNS_METHODS = {
-    "relay": "dflash-tui relay (sha256 both ends)",
-    "relay_inproc": "relay --workers (--workers-too)",
-    "relay_before": "relay, --before-src tree",
-    "relay_console": "a second relay in a running console",
-    "scp3": "scp -3",
-    "pipe": "ssh eval cat | ssh train 'cat >'",
-    "pipe_hashed": "the pipe, tee into sha256 on both hosts",
-}
-
-
-def netns_main(args: argparse.Namespace) -> None:
-    reason = netns_permitted()
-    if reason:
-        raise SystemExit(f"--netns: {reason}")
-
-    def stop(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGHUP, stop)
-    work = Path(tempfile.mkdtemp(prefix="relay-netns-", dir=args.dir))
-    items = [w.strip() for w in args.sizes.split(",") if w.strip()]
-    bench: NetnsBench | None = None
-    times: dict[tuple[str, str], list[float]] = {}
-    traces: dict[str, list[dict[str, float]]] = {}
-    sessions: dict[str, tuple[int, int, int, int]] = {}
-    uptime0 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print(f"uptime before: {uptime0}", flush=True)
-    python_line = ""
-    try:
-        before = Path(args.before_src).resolve() if args.before_src else None
-        slow = SLOW_PYTHON_S if args.slow_python else 0.0
-        bashrc = _bashrc(args.login_shell_s, args.login_shell)
-        subsystem = DEBIAN_SFTP_SERVER if args.sftp_server == "stock" else "internal-sftp"
-        bench = NetnsBench(
-            work, args.streams, before, args.host_python, slow, bashrc, args.netns_prefix,
-            subsystem,
-        )  # fmt: skip
-        bench.workers_too = args.workers_too
-        python_line = bench.host_python() + "; " + bench.login_shell()
-        print(f"hosts' python3: {python_line}", flush=True)
-        sources: dict[str, tuple[Path, object]] = {}
-        for item in items:
-            if item == TREE:
-                root = bench.src_dir / "results"
-                total = _write_results_tree(root)
-                sources[item] = (root, _tree_sha(root))
-                print(f"results tree: 200 files, {total / MB:.1f} MB", flush=True)
-            else:
-                size = _parse_size(item)
-                path = bench.src_dir / f"model-{item}.safetensors"
-                sources[item] = (path, _write_random(path, size))
-        for rnd in range(args.rounds):
-            for item in items:
-                src, want = sources[item]
-                methods = ["relay", "scp3"] + ([] if item == TREE else ["pipe"])
-                methods += ["relay_before"] if args.before_src else []
-                methods += ["relay_inproc"] if args.workers_too and item != TREE else []
-                methods += ["relay_console"] if args.console and item != TREE else []
-                methods += ["pipe_hashed"] if args.pipe_hashed and item != TREE else []
-                shift = rnd % len(methods)  # alternate who goes first
-                for name in methods[shift:] + methods[:shift]:
-                    before_sessions = bench.sessions()
-                    elapsed, dst, phases = getattr(bench, name)(src)
-                    if name == "relay":
-                        time.sleep(0.2)  # sshd logs a session as it starts; let it write
-                        counted = [
-                            b - a for a, b in zip(before_sessions, bench.sessions(), strict=True)
-                        ]
-                        sessions[item] = (counted[0], counted[1], counted[2], counted[3])
-                    got = _tree_sha(dst) if item == TREE else sha256_file(dst)
-                    if got != want:
-                        raise SystemExit(f"{name} {item}: WRONG COPY")
-                    shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
-                    times.setdefault((item, name), []).append(elapsed)
-                    if phases:
-                        traces.setdefault(item, []).append(phases)
-                    print(
-                        f"round {rnd + 1} {item:>5s} {NETNS_METHODS[name]:36s} "
-                        f"{elapsed:7.3f} s  load {_load()}",
-                        flush=True,
-                    )
-    finally:
-        if bench is not None:
-            bench.close()
-        shutil.rmtree(work, ignore_errors=True)
-    uptime1 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print()
-    print(f"uptime before: {uptime0}")
-    print(f"uptime after:  {uptime1}")
-    print(f"hosts' python3: {python_line}")
-    print(f"{args.rounds} round(s), {os.cpu_count()} CPUs, medians")
-    print(
-        "| item | relay s | scp -3 s | pipe s | relay / scp -3 | relay / pipe | before s "
-        f"| --workers {args.workers_too} s |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for item in items:
-        med = {m: statistics.median(times[(item, m)]) for m in NETNS_METHODS if (item, m) in times}
-        label = "200-file tree" if item == TREE else _size_label(_parse_size(item))
-        pipe = f"{med['pipe']:.3f}" if "pipe" in med else ""
-        vs_pipe = f"{med['pipe'] / med['relay']:.2f}x" if "pipe" in med else ""
-        before = (
-            f"{med['relay_before']:.3f} ({med['scp3'] / med['relay_before']:.2f}x)"
-            if "relay_before" in med
-            else ""
-        )
-        inproc = f"{med['relay_inproc']:.3f}" if "relay_inproc" in med else ""
-        if "relay_console" in med:
-            console = med["relay_console"]
-            inproc += f" console {console:.3f} ({med['scp3'] / console:.2f}x scp -3)"
-        if "pipe_hashed" in med:
-            hashed = med["pipe_hashed"]
-            inproc += f" hashed pipe {hashed:.3f} (relay {hashed / med['relay']:.2f}x of it)"
-        print(
-            f"| {label} | {med['relay']:.3f} | {med['scp3']:.3f} | {pipe} | "
-            f"{med['scp3'] / med['relay']:.2f}x | {vs_pipe} | {before} | {inproc} |"
-        )
-    for item, rows in traces.items():
-        keys = list(rows[0])
-        shown = ", ".join(f"{k} {statistics.median(r.get(k, 0.0) for r in rows):.3f}" for k in keys)
-        print(f"relay phases {item} (median s since start): {shown}")
-    for item, (ec, es, tc, ts) in sessions.items():
-        print(
-            f"sessions per relay {item}: eval {ec} command(s) + {es} subsystem(s), "
-            f"train {tc} command(s) + {ts} subsystem(s)"
-        )
 
 
 if __name__ == "__main__":

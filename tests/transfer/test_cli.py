@@ -141,3 +141,25 @@ def test_cli_defaults_match_the_engine_and_help_starts_without_the_engine() -> N
     from dflash_tui.transfer import RelayOptions
 
     assert RelayOptions().streams == DEFAULT_STREAMS
+
+
+def test_each_legs_rate_is_printed_and_listed(
+    sshd_factory, write_config, capsys, monkeypatch
+) -> None:
+    """Which leg is the slow one: the done line's `legs:` and relay --list's LEGS column
+    (from the transfer's row), here for a file through one pair of OpenSSH legs."""
+    import importlib
+
+    engine = importlib.import_module("dflash_tui.transfer.hosts.relay")
+    monkeypatch.setattr(engine, "LEGS_MIN_BYTES", 4 * MIB)  # 64 MiB otherwise
+    a, b = sshd_factory("a"), sshd_factory("b")
+    config = write_config({"a": a, "b": b})
+    random_file(a.home / "w.bin", 6 * MIB)
+    code, out, err = run_main(
+        capsys, "relay", f"a:{a.home}/w.bin", f"b:{b.home}/w.bin", "--config", str(config)
+    )
+    assert code == 0, err
+    (legs,) = [line for line in out.splitlines() if line.startswith("legs: ")]
+    assert "a->here " in legs and "here->b " in legs and "(OpenSSH legs)" in legs, legs
+    code, out, _ = run_main(capsys, "relay", "--list", "--config", str(config))
+    assert code == 0 and "LEGS" in out and "here->b" in out, out

@@ -50,3 +50,26 @@ def test_a_live_transfer_becomes_a_view_field_for_field() -> None:
     shown = view_from_live("t1", live)
     assert shown == TransferView(id="t1", **asdict(live))
     assert (shown.src, shown.bytes_done, shown.files_up_to_date) == ("a:/x", 5, 1)
+
+
+async def test_a_transfer_row_shows_each_legs_rate(make_app) -> None:
+    """Which leg is the slow one: each leg's rate and the data path under the row."""
+    legs = {
+        "path": "ssh streams",
+        "streams": 4,
+        "rates": {"storage->here": 310 * MIB, "here->evalbox": 98 * MIB},
+    }
+    session = FixtureSession()
+    session.set_transfers(
+        (view("legs", bytes_done=GIB, bytes_total=GIB, rate_bps=97 * MIB, legs=legs),)
+    )
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        await settled(pilot, lambda: session.transfer_reads, what="the jobs tab shown")
+        body = str(app.screen.query_one(JobsPane).query_one("#jobs-body").render())
+    lines = body.splitlines()
+    row = lines.index(next(x for x in lines if "models/legs" in x))
+    shown = lines[row + 2]
+    assert "storage->here 310 MiB/s" in shown and "here->evalbox 98.0 MiB/s" in shown, shown
+    assert "ssh streams x4" in shown, shown

@@ -28,6 +28,7 @@ from dflash_tui.transfer.events import (
     TransferFinished,
     TransferStarted,
 )
+from dflash_tui.transfer.leg_rates import legs_text, live_summary
 from dflash_tui.transfer.verify import DEFAULT_RANGE_BYTES
 
 # The engine (and asyncssh with it) loads inside run(), once the arguments are known.
@@ -46,6 +47,7 @@ LIST_COLUMNS = [
     ("dst", "DST"),
     ("progress", "DONE"),
     ("updated", "UPDATED"),
+    ("legs", "LEGS"),
     ("error", "ERROR"),
 ]
 PLAIN_INTERVAL_S = 5.0
@@ -105,6 +107,21 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "connections, to spread the encryption over the cores (auto: where this machine "
         "has 4 cores or more; default %(default)s)",
     )
+    p.add_argument(
+        "--long-streams",
+        default="auto",
+        metavar="N",
+        help="on a long link, a large file moves over N streams at once, each through its "
+        "own pair of ssh connections (auto: from the round trip measured to both hosts, "
+        "1 on a short link; 1: one pair of OpenSSH legs; default %(default)s)",
+    )
+    p.add_argument(
+        "--ssh-legs",
+        choices=("on", "off"),
+        default="on",
+        help="large files through OpenSSH client processes (off: over the console's own "
+        "connections; default %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON lines (one event per line)")
     p.add_argument("--list", action="store_true", help="list transfers in the local state")
     p.add_argument("--resume", metavar="ID", help="resume the unfinished transfer ID")
@@ -123,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("relay needs SRC and DST (or --resume ID, or --list)", 2)
     if args.retries < 0 or args.streams < 1 or args.range_mib < 1:
         raise CommandError("--retries must be >= 0, --streams and --range-mib >= 1", 2)
+    long_streams = _long_streams(args.long_streams)
     from dflash_tui.transfer.results import RelayOptions  # the engine loads only to run one
 
     options = RelayOptions(
@@ -133,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
         streams=args.streams,
         range_bytes=args.range_mib << 20,
         worker_processes={"auto": None, "on": True, "off": False}[args.workers],
+        openssh_legs=args.ssh_legs == "on",
+        long_streams=long_streams,
     )
     printer = _Printer(sys.stdout, json_lines=args.json)
     from dflash_tui.transfer import open_transfer_state
@@ -156,6 +176,15 @@ def run(args: argparse.Namespace) -> int:
         conn.close()
         printer.close()
         trace.mark("loop_closed")
+
+
+def _long_streams(word: str) -> int | None:
+    """--long-streams: None for auto, else a count of at least 1."""
+    if word == "auto":
+        return None
+    if not word.isdigit() or int(word) < 1:
+        raise CommandError(f"--long-streams must be auto or a number >= 1, not {word!r}", 2)
+    return int(word)
 
 
 async def _relay(
@@ -218,10 +247,20 @@ def _list(state_dir: Path, as_json: bool) -> int:
                 "progress": pct,
                 "updated": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated_at)),
                 "error": (r.error or "")[:60] or None,
+                "legs": _legs_cell(r.legs) or None,
             }
         )
     print_table(rows, LIST_COLUMNS)
     return 0
+
+
+def _legs_cell(text: str | None) -> str:
+    """The transfers row's per-leg rates: `eval->here 310 MiB/s, here->train 98 MiB/s`."""
+    try:
+        legs = json.loads(text) if text else None
+    except ValueError:
+        return ""
+    return legs_text(legs, rate) if isinstance(legs, dict) else ""
 
 
 class _Printer:
@@ -278,6 +317,9 @@ class _Printer:
                     f"{size(event.bytes_sent)} in {event.elapsed_s:.1f}s "
                     f"({rate(event.rate_bps)})"
                 )
+                legs = legs_text(event.legs, rate)
+                if legs:
+                    self._line(f"legs: {legs}")
 
     def _progress(self, e: FileProgress) -> None:
         # Floor, so 100% means done.
@@ -292,6 +334,10 @@ class _Printer:
             f"{e.path} {pct:3d}% {size_pair(e.bytes_done, e.bytes_total)} "
             f"{rate(e.rate_bps)} | {total}"
         )
+        if e.src_leg_bps is not None and e.dst_leg_bps is not None and self.started:
+            # Which leg is the slow one (transfer/leg_rates.py).
+            src, dst = self.started.src, self.started.dst
+            text += " | " + legs_text(live_summary(src, dst, e.src_leg_bps, e.dst_leg_bps), rate)
         if self.tty:
             self.out.write("\r\x1b[K" + text)
             self.out.flush()

@@ -4,6 +4,7 @@ state database)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from dflash_tui.transfer import (
     TransferFinished,
     TransferStarted,
 )
+from dflash_tui.transfer.leg_rates import live_summary
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,9 @@ class TransferView:
     # this console ran the transfer. `bytes_total` counts the files to send.
     files_up_to_date: int = 0
     bytes_up_to_date: int = 0
+    # Each leg's rate (transfer/leg_rates.py LegMeter.summary): live ones while it runs,
+    # the averages once done.
+    legs: dict[str, Any] | None = None
 
     @property
     def fraction(self) -> float | None:
@@ -64,6 +69,7 @@ class LiveTransfer:
     finished_at: float | None = None
     files_up_to_date: int = 0
     bytes_up_to_date: int = 0
+    legs: dict[str, Any] | None = None
 
 
 def view_from_live(transfer_id: str, t: LiveTransfer) -> TransferView:
@@ -88,7 +94,19 @@ def view_from_record(r: Any) -> TransferView:
         error=r.error,
         started_at=r.started_at,
         finished_at=r.finished_at,
+        legs=_stored_legs(getattr(r, "legs", None)),
     )
+
+
+def _stored_legs(text: str | None) -> dict[str, Any] | None:
+    """The transfers row's legs column (JSON), or None."""
+    if not text:
+        return None
+    try:
+        legs = json.loads(text)
+    except ValueError:
+        return None
+    return legs if isinstance(legs, dict) else None
 
 
 class TransferTracker:
@@ -112,9 +130,12 @@ class TransferTracker:
             live.bytes_done, live.bytes_total = event.overall_done, event.overall_total
             live.rate_bps, live.eta_s = event.overall_rate_bps, event.overall_eta_s
             live.current_file = event.path
+            if event.src_leg_bps is not None and event.dst_leg_bps is not None:
+                live.legs = live_summary(src, dst, event.src_leg_bps, event.dst_leg_bps)
         elif isinstance(event, TransferFinished):
             live.state, live.bytes_done, live.eta_s = "done", live.bytes_total, 0.0
             live.rate_bps, live.finished_at = event.rate_bps, self.clock()
+            live.legs = event.legs or live.legs
         elif isinstance(event, TransferFailed):
             live.state = "interrupted" if event.resumable else "failed"
             live.error, live.finished_at = event.reason, self.clock()

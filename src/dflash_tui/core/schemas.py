@@ -194,6 +194,9 @@ TRANSFERS = Schema(
             measured_at REAL NOT NULL
         )
         """,
+        # The data path, streams, round trips and per-leg rates of a transfer (JSON of
+        # transfer/leg_rates.py LegMeter.summary): which leg was the slow one.
+        "ALTER TABLE transfers ADD COLUMN legs TEXT",
     ],
 )
 

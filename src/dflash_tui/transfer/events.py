@@ -11,7 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dflash_tui.transfer.leg_rates import LegMeter
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,10 @@ class FileProgress(TransferEvent):
     overall_total: int
     overall_rate_bps: float
     overall_eta_s: float | None
+    # Each leg's rate (source -> here, here -> destination; transfer/leg_rates.py), where
+    # the data path measures them.
+    src_leg_bps: float | None = None
+    dst_leg_bps: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -103,6 +110,9 @@ class TransferFinished(TransferEvent):
     bytes_sent: int
     elapsed_s: float
     rate_bps: float
+    # The data path, its streams, the round trips and each leg's average rate
+    # (LegMeter.summary), where measured.
+    legs: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +160,9 @@ class ProgressTracker:
         overall_total: int,
         interval_s: float = 0.1,
         clock: Callable[[], float] = time.monotonic,
+        legs: LegMeter | None = None,
     ) -> None:
+        self.legs = legs
         self.transfer_id = transfer_id
         self.sink = sink
         self.interval_s = interval_s
@@ -201,6 +213,7 @@ class ProgressTracker:
         else:  # a file's first event has no span of its own yet: the transfer's rate stands in
             rate = overall_rate
             file_rate.samples.append((now, done))
+        legs = self.legs.rates() if self.legs is not None else None
         self.sink(
             FileProgress(
                 self.transfer_id,
@@ -213,5 +226,7 @@ class ProgressTracker:
                 self.overall_total,
                 overall_rate,
                 _eta(self.overall_total - self.overall_done, overall_rate),
+                legs[0] if legs else None,
+                legs[1] if legs else None,
             )
         )

@@ -9,6 +9,7 @@ skips them.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sqlite3
@@ -49,6 +50,7 @@ class TransferRecord:
     started_at: float
     updated_at: float
     finished_at: float | None
+    legs: str | None = None  # JSON: path, streams, rtt_ms, rates (leg_rates.py)
 
     @property
     def unfinished(self) -> bool:
@@ -246,6 +248,12 @@ class TransferLedger:
             "INSERT OR REPLACE INTO transfer_ranges (transfer_id, rel, offset, length, sha256)"
             " VALUES (?, ?, ?, ?, ?)",
             (transfer_id, rel, rng.offset, rng.length, sha256),
+        )
+
+    def set_legs(self, transfer_id: str, legs: dict[str, Any]) -> None:
+        """The data path and per-leg rates of the transfer (LegMeter.summary)."""
+        self.conn.execute(
+            "UPDATE transfers SET legs = ? WHERE id = ?", (json.dumps(legs), transfer_id)
         )
 
     def note_session_start(self, host: str, seconds: float) -> None:

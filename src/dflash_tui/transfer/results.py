@@ -33,6 +33,10 @@ class RelayOptions:
     # Fresh large files host to host through two OpenSSH client processes piped by the
     # OS (transfer/hosts/ssh_legs.py); off: the streams carry them.
     openssh_legs: bool = True
+    # A large file host to host over this many streams, each through its own `ssh` pair
+    # (transfer/hosts/ssh_streams.py). None: from the legs' round trip measured at the
+    # walk (1 on a short link: one pair of legs); 1: never.
+    long_streams: int | None = None
 
 
 @dataclass(frozen=True)

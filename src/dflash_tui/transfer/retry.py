@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import Retrying, TransferEvent, TransferFailed, TransferFinished
@@ -129,10 +129,13 @@ def record_done(
     bytes_total: int,
     bytes_sent: int,
     elapsed_s: float,
+    legs: dict[str, Any] | None = None,
 ) -> None:
     """The transfer finished: its row says done with every byte, and one
     TransferFinished event goes out (with the mean rate of the bytes sent)."""
     ledger.set_done_bytes(transfer_id, bytes_total)
     ledger.finish(transfer_id, "done")
+    if legs:
+        ledger.set_legs(transfer_id, legs)
     rate = bytes_sent / elapsed_s if elapsed_s > 0 else 0.0
-    sink(TransferFinished(transfer_id, files, bytes_total, bytes_sent, elapsed_s, rate))
+    sink(TransferFinished(transfer_id, files, bytes_total, bytes_sent, elapsed_s, rate, legs))

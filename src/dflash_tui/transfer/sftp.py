@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import posixpath
 import stat
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
@@ -445,3 +446,18 @@ def error_for(where: str, exc: BaseException, what: str) -> TransferError:
         return TransferError(f"{where}: no space left on device while {what}", kind="disk_full")
     reason = getattr(exc, "reason", "") or str(exc)
     return TransferError(f"{where}: {what} failed ({reason})")
+
+
+async def round_trip(client: asyncssh.SFTPClient, samples: int = 3) -> float:
+    """The link's round trip to the host, in seconds: the quickest of a few `stat /`
+    requests (one packet each way; the server's part is negligible). A failed request
+    counts as no measure (0.0: a short link)."""
+    best = float("inf")
+    for _ in range(samples):
+        started = time.monotonic()
+        try:
+            await client.stat("/")
+        except Exception:
+            return 0.0
+        best = min(best, time.monotonic() - started)
+    return best

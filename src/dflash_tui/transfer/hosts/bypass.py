@@ -15,6 +15,7 @@ from dflash_tui.transfer.hosts import sftp_files, ssh_legs
 from dflash_tui.transfer.hosts import small as small_path
 from dflash_tui.transfer.hosts.relay_file import RelayFile
 from dflash_tui.transfer.hosts.streams import Piece
+from dflash_tui.transfer.leg_rates import LegMeter
 from dflash_tui.transfer.results import RelayOptions
 from dflash_tui.transfer.sides import Side
 
@@ -36,6 +37,7 @@ class BypassPaths:
     _legs: dict[int, ssh_legs.Legs]
     _legs_spent: bool
     _batch: tuple[list[RelayFile], asyncio.Future[small_path.SmallBatch]] | None
+    leg_meter: LegMeter
 
     if TYPE_CHECKING:
 
@@ -53,12 +55,23 @@ class BypassPaths:
 
         async def one(job: RelayFile) -> None:
             piece = Piece(job, job.src_path, job.dst_part, 0, job.file.size, job.file.size, True)
+            legs = self._legs[id(job)]
 
             async def size() -> int:
                 attrs = await client.stat(job.dst_part)
                 return attrs.size or 0
 
+            io_seen = [0, 0]
+
             def on_landed(upto: int) -> None:
+                io = legs.io_bytes()
+                if io is not None:  # each leg's `ssh`, counted apart (leg_rates.py)
+                    meter = self.leg_meter
+                    meter.path = "OpenSSH legs"
+                    meter.counted(
+                        meter.src_bytes + io[0] - io_seen[0], meter.dst_bytes + io[1] - io_seen[1]
+                    )
+                    io_seen[:] = io
                 # Recorded before it is reported: a relay killed right after a
                 # progress event resumes from the last whole range it counted.
                 if upto > piece.landed:
@@ -66,7 +79,6 @@ class BypassPaths:
                     self.landed(piece, upto)
                     self.sent(piece, grown)
 
-            legs = self._legs[id(job)]
             try:
                 src_sha, dst_sha = await legs.run(lambda: asyncio.ensure_future(size()), on_landed)
             except BaseException:

@@ -55,6 +55,7 @@ from dflash_tui.transfer.hosts.relay_file import (
 from dflash_tui.transfer.hosts.stream_path import StreamPath
 from dflash_tui.transfer.hosts.streams import PythonMissing, StreamWorker
 from dflash_tui.transfer.ledger import TransferLedger, TransferRecord
+from dflash_tui.transfer.leg_rates import LegMeter
 from dflash_tui.transfer.movers import RangeMover
 from dflash_tui.transfer.plan import (
     PathState,
@@ -155,6 +156,12 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         # Legs started before the walk, for a source named like a large file
         # (leg_procs.speculate): the plan gives them their file, or stops them.
         self._early = early_legs
+        # A long link (ssh_streams.py): the streams' scripts run through their own `ssh`
+        # each, `long_streams` of them for a large file; None on a short link.
+        self._long: tuple[Side, Side] | None = None
+        self.long_streams = 1
+        # Per-leg bytes, waits and rates (leg_rates.py), for progress and the record.
+        self.leg_meter = LegMeter(src.host or "local", dst.host or "local")
 
     # ------------------------------------------------------------------ top level
 
@@ -186,6 +193,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         record_done(
             self.ledger, self.sink, self.transfer_id,
             files=len(files), bytes_total=total, bytes_sent=self.bytes_sent, elapsed_s=elapsed,
+            legs=self.leg_meter.summary() if self.leg_meter.started is not None else None,
         )  # fmt: skip
         return TransferResult(
             self.transfer_id,
@@ -280,6 +288,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
             if end.host is not None and side.files_open_s is not None:
                 self.ledger.note_session_start(end.host, side.files_open_s)
         trace.mark("walked")
+        await self._measure_link(tree)
         return tree, probed
 
     def _start_workers(self, tree: SourceTree) -> None:
@@ -300,9 +309,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         workers = self._workers_for(streamed) if streamed.files else 0
         if self.use_streams and not self._warm and workers:
             self._warm = [
-                asyncio.ensure_future(
-                    StreamWorker(self.src_side, self.dst_side, deque(), self).open()
-                )
+                asyncio.ensure_future(StreamWorker(*self._stream_sides(), deque(), self).open())
                 for _ in range(workers)
             ]
 
@@ -319,6 +326,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         transfer goes on by ranges in the streams), host to host, up to LEGS_FILES."""
         if not (
             self.options.openssh_legs
+            and self._long is None
             and not self.resumed
             and not self._legs_spent
             and self._sftp is not None
@@ -483,6 +491,8 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
             files = [f for f in files if f.size < stream_path.SPLIT_MIN_BYTES]
             if not files:
                 return 0
+        if self._long is not None and any(f.size >= LEGS_MIN_BYTES for f in files):
+            return self.long_streams
         if any(f.size >= stream_path.SPLIT_MIN_BYTES for f in files):
             return self.options.streams
         return max(1, min(self.options.streams, len(files)))
@@ -492,6 +502,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         machine, split in pieces, with the config on disk for the workers to read."""
         return (
             self.use_streams
+            and self._long is None
             and workers_wanted(self.options.worker_processes)
             and self.options.streams > 1
             and self.src.host is not None
@@ -555,7 +566,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         already = sum(j.written_bytes for j in pending)
         self.tracker = ProgressTracker(
             self.transfer_id, self.sink, overall_total=total,
-            interval_s=self.options.progress_interval_s,
+            interval_s=self.options.progress_interval_s, legs=self.leg_meter,
         )  # fmt: skip
         for job in pending:
             self.tracker.add_file(job.label, job.file.size, job.written_bytes)

@@ -110,9 +110,25 @@ class Legs:
             raise _failure(f"{self.dst}:{self.dst_part.removesuffix('.part')}", out, "writing")
         return _sha(src_text, self.src), _sha(dst_out.decode("ascii", "replace"), self.dst)
 
+    def io_bytes(self) -> tuple[int, int] | None:
+        """Bytes the source's `ssh` has read (its leg) and the destination's has written
+        (its leg) so far, from /proc; None where they cannot be read."""
+        if self.procs.procs is None:
+            return None
+        try:
+            counts = [_proc_io(p.pid) for p in self.procs.procs]
+        except (OSError, ValueError, KeyError):
+            return None
+        return counts[0]["rchar"], counts[1]["wchar"]
+
     async def close(self) -> None:
         """Both processes gone (killed if still running) and reaped."""
         await close_procs(self.procs)
+
+
+def _proc_io(pid: int) -> dict[str, int]:
+    with open(f"/proc/{pid}/io") as f:
+        return {k: int(v) for k, v in (line.split(":") for line in f)}
 
 
 async def close_procs(procs: LegProcs) -> None:

@@ -3,8 +3,9 @@ processes for the pieces of large files.
 
 A file of at least SPLIT_MIN_BYTES moves in stripes handed to several
 streams at once; the destination's sha256 follows its landed prefix (see
-docs/relay.md "Streams"). The StreamWorkers call back sent(), landed(),
-verified() and renamed() as pieces move.
+docs/relay.md "Streams"). On a long link each StreamWorker runs its scripts
+through its own `ssh` pair (ssh_streams.py; docs/relay.md "Long links"). The
+StreamWorkers call back sent(), landed(), verified() and renamed() as pieces move.
 """
 
 from __future__ import annotations
@@ -17,18 +18,27 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from dflash_tui.core.tasks import run_all
-from dflash_tui.transfer import trace
+from dflash_tui.transfer import sftp, trace
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import ProgressTracker
 from dflash_tui.transfer.hashing import PrefixHasher
+from dflash_tui.transfer.hosts import ssh_legs
+from dflash_tui.transfer.hosts.leg_procs import SshSettings
 from dflash_tui.transfer.hosts.procs import ProcWorker
 from dflash_tui.transfer.hosts.relay_file import RelayFile
+from dflash_tui.transfer.hosts.ssh_streams import SshSide, streams_for
 from dflash_tui.transfer.hosts.streams import PartTooShort, Piece, Rename, StreamWorker
 from dflash_tui.transfer.ledger import TransferLedger
+from dflash_tui.transfer.leg_rates import LegMeter
 from dflash_tui.transfer.results import RelayOptions
 from dflash_tui.transfer.sides import Side
 
 if TYPE_CHECKING:
+    import asyncssh
+
+    from dflash_tui.remote.pool import HostPool
+    from dflash_tui.transfer.endpoints import Endpoint
+    from dflash_tui.transfer.tree import SourceTree
     from dflash_tui.transfer.verify import Range
 
 # A file of at least SPLIT_MIN_BYTES left to send moves in stripes of about
@@ -38,6 +48,8 @@ if TYPE_CHECKING:
 # the last byte, as with one long piece per stream).
 SPLIT_MIN_BYTES = 256 << 20
 SPLIT_PIECE_BYTES = 64 << 20
+# On a long link (hosts/ssh_streams.py) every file the legs would have taken is split.
+LONG_SPLIT_MIN_BYTES = 64 << 20
 # A split file's destination sha256 follows its landed prefix in steps of this much.
 HASH_STEP_BYTES = 32 << 20
 
@@ -57,6 +69,14 @@ class StreamPath:
     _warm: list[asyncio.Future[StreamWorker]]
     _procs: list[asyncio.Future[ProcWorker]]
     _started_procs: list[ProcWorker]
+    long_streams: int
+    leg_meter: LegMeter
+    _long: tuple[Side, Side] | None
+    _sftp: tuple[asyncssh.SFTPClient, asyncssh.SFTPClient] | None
+    use_streams: bool
+    src: Endpoint
+    dst: Endpoint
+    pool: HostPool
 
     if TYPE_CHECKING:
 
@@ -70,6 +90,39 @@ class StreamPath:
             self, job: RelayFile, resent: int, src_sha: str, dst_sha: str, local_sha: str | None
         ) -> None: ...
 
+    async def _measure_link(self, tree: SourceTree) -> None:
+        """The legs' round trips, where a large file could use parallel streams: a long
+        one moves it over several `ssh` pairs (ssh_streams.py), a short one keeps the
+        one pair of OpenSSH legs."""
+        self._long = None
+        o = self.options
+        if (
+            self._sftp is None
+            or not o.openssh_legs
+            or o.long_streams == 1
+            or not self.use_streams
+            or self.src.host is None
+            or self.dst.host is None
+            or not ssh_legs.available()
+            or not any(f.size >= LONG_SPLIT_MIN_BYTES for f in tree.files)
+        ):
+            return
+        src_rtt, dst_rtt = await asyncio.gather(
+            sftp.round_trip(self._sftp[0]), sftp.round_trip(self._sftp[1])
+        )
+        self.leg_meter.rtt_s = (src_rtt, dst_rtt)
+        n = o.long_streams or streams_for(max(src_rtt, dst_rtt))
+        trace.mark("measured")
+        if n > 1:
+            settings = SshSettings.of_pool(self.pool)
+            self._long = (SshSide(settings, self.src.host), SshSide(settings, self.dst.host))
+            self.long_streams = n
+
+    def _stream_sides(self) -> tuple[Side, Side]:
+        """Where the streams run their scripts: through their own `ssh` on a long link,
+        else over the pool's connections."""
+        return self._long or (self.src_side, self.dst_side)
+
     async def _move_streams(self, pending: list[RelayFile]) -> None:
         """Every pending file through StreamWorkers; then the files whose hashes differed."""
         queue: deque[Piece] = deque()
@@ -81,8 +134,11 @@ class StreamPath:
                 job.dst_hasher = await PrefixHasher(self.dst_side, job.dst_part).start()
         procs, self._procs = self._procs, []
         runs, queue = await self._proc_runs(procs, queue)
-        count = min(self.options.streams, max(1, len(queue)))
-        workers = [StreamWorker(self.src_side, self.dst_side, queue, self) for _ in range(count)]
+        count = min(self._stream_count(), max(1, len(queue)))
+        sides = self._stream_sides()
+        meter = self.leg_meter
+        meter.path, meter.streams = ("ssh streams" if self._long else "streams"), count
+        workers = [StreamWorker(*sides, queue, self, meter) for _ in range(count)]
         warm, self._warm = self._warm, []
         for index, started in enumerate(warm):
             if index >= count:
@@ -93,6 +149,7 @@ class StreamPath:
             try:
                 workers[index] = await started  # started while planning
                 workers[index].queue = queue
+                workers[index].meter = meter
             except TransferError:
                 pass  # a fresh one tells what is wrong
         try:
@@ -164,13 +221,22 @@ class StreamPath:
         if not runs:
             runs = [[job.file.size, job.file.size]]  # everything landed: hash and rename
         whole = len(runs) == 1 and runs[0][1] == job.file.size
-        if whole and self.options.streams > 1 and runs[0][1] - runs[0][0] >= SPLIT_MIN_BYTES:
+        split_min = SPLIT_MIN_BYTES if self.long_streams == 1 else LONG_SPLIT_MIN_BYTES
+        if whole and self._stream_count() > 1 and runs[0][1] - runs[0][0] >= split_min:
             runs = self._split(runs[0][0], runs[0][1])
             whole = False
             job.split = True
             # Hashed whole apart from the streams: the source at once, beside them.
             job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
             self._tasks.append(job.src_hash)
+        elif self._long is not None and sum(b - a for a, b in runs) >= split_min:
+            # A long link resumed: what is left in stripes too, or the untouched rest
+            # would go over one stream, bound by its window (hashed afterwards).
+            runs = [cut for a, b in runs for cut in self._split(a, b)]
+            whole = False
+            if job.src_hash is None:  # the source's sha256 beside them, not after
+                job.src_hash = asyncio.ensure_future(self._hash(self.src_side, job.src_path))
+                self._tasks.append(job.src_hash)
         pieces = [
             Piece(job, job.src_path, job.dst_part, a, b, job.file.size, whole, job.local_fd)
             for a, b in runs
@@ -178,6 +244,10 @@ class StreamPath:
         if job.split:
             job.pieces = pieces
         return pieces
+
+    def _stream_count(self) -> int:
+        """How many streams move a large file: the long link's, or `--streams`."""
+        return self.long_streams if self.long_streams > 1 else self.options.streams
 
     def _split(self, start: int, end: int) -> list[list[int]]:
         """[start, end) in stripes of about SPLIT_PIECE_BYTES, cut on range boundaries, in

@@ -20,11 +20,13 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dflash_tui.transfer.errors import ConnectionLost, TransferError
+from dflash_tui.transfer.leg_rates import LegMeter
 from dflash_tui.transfer.plan import describe_failure
 from dflash_tui.transfer.scripts import DST_STREAM, SRC_STREAM, argv
 from dflash_tui.transfer.sides import WRITER_EXIT_WAIT_S, Output, Side, SideStream, writer_exit
@@ -101,11 +103,19 @@ class StreamHooks(Protocol):
 class StreamWorker:
     """Moves pieces from a shared queue until it is empty (one channel pair)."""
 
-    def __init__(self, src: Side, dst: Side, queue: deque[Piece], hooks: StreamHooks) -> None:
+    def __init__(
+        self,
+        src: Side,
+        dst: Side,
+        queue: deque[Piece],
+        hooks: StreamHooks,
+        meter: LegMeter | None = None,
+    ) -> None:
         self.src = src
         self.dst = dst
         self.queue = queue
         self.hooks = hooks
+        self.meter = meter  # per-leg bytes and waits (leg_rates.py)
         self.at_dst: list[Piece] = []  # destination piece number -> piece
         self.renames: list[Piece] = []  # destination rename number -> piece
         self.checked = 0  # pieces of at_dst whose hashes were looked at
@@ -233,13 +243,18 @@ class StreamWorker:
         # (one chunk in each direction at most): reading and writing overlap.
         draining: asyncio.Future[None] | None = None
         try:
+            clock = time.monotonic
             while piece.forwarded < piece.end:
                 want = min(READ_BYTES, piece.end - piece.forwarded)
+                asked = clock()
                 chunk = await reader.read_full(want)
                 if len(chunk) < want:
                     raise await self._source_failure(reader, src_err, piece)
+                got = clock()
                 if draining is not None:
                     await self._drained(draining, writer, piece, dst_err)
+                if self.meter is not None:
+                    self.meter.moved(len(chunk), got - asked, clock() - got)
                 try:
                     writer.write_nowait(chunk)
                 except ConnectionLost:

@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 from dflash_tui.console.transfers import TransferView
 from dflash_tui.core.units import plural
 from dflash_tui.evals.jobs.job import PENDING_NOTE, JobState
+from dflash_tui.transfer.leg_rates import legs_text
 from dflash_tui.ui import format as fmt
 from dflash_tui.ui.guard import Guarded
 from dflash_tui.ui.panes.base import PaneMixin, cursor_row_key
@@ -176,6 +177,9 @@ class JobsPane(PaneMixin, VerticalScroll):
                 ago = fmt.short_duration(self._now - t.finished_at)
                 out.append(f"  {ago} ago", self._style("dim"))
             out.append("\n")
+            legs = legs_text(t.legs, fmt.rate)
+            if legs:  # which leg is the slow one
+                out.append("           " + fmt.clip(legs, width - 11) + "\n", self._style("dim"))
             if t.error:
                 out.append(
                     "           " + fmt.clip(t.error, width - 11) + "\n", self._style("failed")

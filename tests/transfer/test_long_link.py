@@ -1,0 +1,130 @@
+"""A large file over a long link moves in stripes over several streams at once, each
+through its own pair of `ssh` connections (hosts/ssh_streams.py), and a cut mid-file
+resumes by ranges (docs/relay.md "Long links").
+
+The hosts are sshd in network namespaces that reach only this machine (the jump
+host); the train host sits behind the test bed's delay line (delay_line.py), so its
+leg has a real round trip of RTT_MS. Sizes are scaled down (stripes of 4 MiB
+instead of 64) so the test stays short on two busy cores.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dflash_tui.transfer import RelayOptions, relay
+from dflash_tui.transfer.events import FileProgress, Retrying, TransferEvent, TransferFinished
+from dflash_tui.transfer.hosts.ssh_streams import streams_for
+from tests.testbed import SshdHost
+from tests.transfer import delay_line
+from tests.transfer.files import part_files, random_file, relay_env
+
+MIB = 1 << 20
+RTT_MS = 30.0
+RATE_MBIT = 160.0  # 20 MB/s: a 32 MiB file takes long enough to be cut in the middle
+SIZE = 32 * MIB + 12345
+
+
+@pytest.fixture
+def long_pair(isolated_pair, write_config, known_hosts, monkeypatch) -> Iterator[tuple]:  # type: ignore[no-untyped-def]
+    """(config, eval host, train host): train reached through a delay line of RTT_MS."""
+    a, b, _ns_a, ns_b = isolated_pair
+    proc, port = delay_line.start((ns_b.gateway, 0), (b.address, b.port), RTT_MS, RATE_MBIT)
+    config = write_config({"a": a, "b": (b, {"address": ns_b.gateway, "port": port})})
+    key = b.known_hosts_line().split(maxsplit=1)[1]
+    known_hosts.write_text(a.known_hosts_line() + f"[{ns_b.gateway}]:{port} {key}")
+    # What a multi-GB checkpoint does at full size, at a test's size: files from 8 MiB
+    # measure the link and go in stripes of 4 MiB.
+    monkeypatch.setattr(
+        importlib.import_module("dflash_tui.transfer.hosts.relay"), "LEGS_MIN_BYTES", 8 * MIB
+    )
+    stream_path = importlib.import_module("dflash_tui.transfer.hosts.stream_path")
+    monkeypatch.setattr(stream_path, "LONG_SPLIT_MIN_BYTES", 8 * MIB)
+    monkeypatch.setattr(stream_path, "SPLIT_PIECE_BYTES", 4 * MIB)
+    try:
+        yield config, a, b
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _events(seen: list[TransferEvent], final: Path, cut: object = None):  # type: ignore[no-untyped-def]
+    """An on_event that keeps the events and checks nothing is ever under the final name
+    before the file is verified."""
+
+    def on_event(event: TransferEvent) -> None:
+        seen.append(event)
+        if isinstance(event, FileProgress):
+            assert not final.exists(), "a partial file under the final name"
+            if callable(cut):
+                cut(event)
+
+    return on_event
+
+
+async def test_a_large_file_moves_over_parallel_ssh_streams(long_pair) -> None:  # type: ignore[no-untyped-def]
+    config, a, b = long_pair
+    src = a.home / "model.safetensors"
+    digest = random_file(src, SIZE, seed=43)
+    final = b.home / "model.safetensors"
+    seen: list[TransferEvent] = []
+    async with relay_env(config) as (pool, conn):
+        result = await relay(
+            pool, conn, f"a:{src}", f"b:{final}",
+            options=RelayOptions(range_bytes=2 * MIB), on_event=_events(seen, final),
+        )  # fmt: skip
+    assert result.files[0].sha256_src == result.files[0].sha256_dst == digest
+    assert not part_files(b.home)
+    finished = next(e for e in seen if isinstance(e, TransferFinished))
+    legs = finished.legs
+    assert legs is not None, "no per-leg figures"
+    # The round trip measured is the delay line's, and it chose several ssh streams.
+    src_rtt, dst_rtt = legs["rtt_ms"]
+    assert dst_rtt >= RTT_MS * 0.99 and src_rtt < RTT_MS
+    assert legs["path"] == "ssh streams"
+    assert legs["streams"] == streams_for(dst_rtt / 1000) >= 2
+    assert set(legs["rates"]) == {"a->here", "here->b"}
+    assert all(rate > 0 for rate in legs["rates"].values())
+    progress = [e for e in seen if isinstance(e, FileProgress) and e.dst_leg_bps]
+    assert progress, "no per-leg rates in the progress events"
+    # Never faster than the link (the delay line paces the train leg).
+    assert result.bytes_sent / result.elapsed_s <= RATE_MBIT * 1e6 / 8 * 1.1
+
+
+async def test_a_cut_mid_file_resumes_by_ranges_over_the_streams(long_pair) -> None:  # type: ignore[no-untyped-def]
+    config, a, b = long_pair
+    src = a.home / "model.safetensors"
+    digest = random_file(src, SIZE, seed=44)
+    final = b.home / "model.safetensors"
+    seen: list[TransferEvent] = []
+    cuts: list[int] = []
+
+    def cut(event: FileProgress) -> None:
+        if not cuts and event.bytes_done >= SIZE * 0.4:
+            cuts.append(event.bytes_done)
+            assert _kill(b) > 0
+
+    async with relay_env(config) as (pool, conn):
+        result = await relay(
+            pool, conn, f"a:{src}", f"b:{final}",
+            options=RelayOptions(range_bytes=2 * MIB, backoff_base_s=0.05),
+            on_event=_events(seen, final, cut),
+        )  # fmt: skip
+    assert cuts, "the relay finished before it could be cut"
+    assert any(isinstance(e, Retrying) for e in seen), "the cut was not noticed"
+    assert result.files[0].sha256_src == result.files[0].sha256_dst == digest
+    assert final.stat().st_size == SIZE and not part_files(b.home)
+    # What went again is what was in flight when the link broke, not the file: each
+    # stream's channel window and pipe at most.
+    streams = next(e for e in seen if isinstance(e, TransferFinished)).legs or {}
+    resent = result.bytes_sent - SIZE
+    assert 0 <= resent <= int(streams.get("streams", 1)) * 5 * MIB, (resent, streams)
+
+
+def _kill(host: SshdHost) -> int:
+    """Every session of the host's sshd killed: the pool's link and each stream's."""
+    return host.kill_sessions()
