@@ -10,8 +10,9 @@ from pathlib import Path
 
 from ..common.cli import emit, fail, positive, run_guarded, run_interruptible
 from ..common.errors import InputError
+from .options import DEFAULT_ROUNDS, Options
 from .prompts import draft_length, target_of
-from .run import DEFAULT_ROUNDS, Options, run
+from .run import run
 
 
 def _argv(text: str) -> tuple[str, ...]:

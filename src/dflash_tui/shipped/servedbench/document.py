@@ -15,7 +15,7 @@ from .prompts import Prompt, prompts_sha256, protocol_of
 from .spread import ratio_interval, request_spread
 
 if TYPE_CHECKING:
-    from .run import Options
+    from .options import Options
 
 SUMMED = ("requests", "output_tokens", "wall_s", "drafts", "draft_tokens", "accepted", "past_end")
 SWEPT = (  # what each concurrency level keeps in the sweep

@@ -22,7 +22,7 @@ from .perrequest import Counts, from_sglang, from_vllm_response
 from .prompts import Prompt
 
 if TYPE_CHECKING:
-    from .run import Options
+    from .options import Options
 
 Emit = Callable[[dict[str, Any]], None]
 DYING_S = 10.0  # how long a failed request waits for the engine's exit before blaming the request

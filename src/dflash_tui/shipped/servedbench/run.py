@@ -26,8 +26,6 @@ import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..common.errors import RunFailure
@@ -35,33 +33,11 @@ from .baselines import BaselineStore, digest
 from .client import Counters
 from .document import Measured, document
 from .engine import check_command, check_port_free, free_port
+from .options import Options
 from .perrequest import Counts, from_counters, record
 from .phase import Answer, Emit, Phase
 from .prompts import Prompt, prompts_sha256, read_prompts
 from .spread import add_histograms, request_spread
-
-DEFAULT_ROUNDS = 3
-
-
-@dataclass(frozen=True)
-class Options:
-    engine: str
-    command: tuple[str, ...]
-    target: str
-    drafter: str
-    cache: Path
-    out: Path
-    k: int
-    concurrency: tuple[int, ...] = (1,)  # the levels, each in turn
-    dtype: str = "auto"
-    port: int = 0
-    health_timeout_s: float = 900.0
-    request_timeout_s: float = 600.0
-    baseline: bool = True
-    extra: tuple[str, ...] = ()
-    rounds: int = DEFAULT_ROUNDS
-    baseline_store: Path | None = None  # the host's kept baselines (None: keep none)
-    fresh_baseline: bool = False  # measure it again even when one is kept
 
 
 def _tasks(prompts: list[Prompt]) -> dict[str, list[Prompt]]:
