@@ -10,6 +10,7 @@ tests and bench/relay.py --netns.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import re
@@ -74,7 +75,19 @@ class Namespace:
         return out.returncode == 0
 
 
+# Choosing a free subnet and routing it is one step for every process on this machine
+# (two test workers, a bench beside the suite): two namespaces on one subnet send a
+# connection to the other's sshd, which shows as a changed host key.
+SUBNET_LOCK = Path("/tmp/dflash-tui-netns.lock")
+
+
 def make_namespace(letter: str, prefix: str = NS_PREFIX) -> Namespace:
+    with SUBNET_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _make_namespace(letter, prefix)
+
+
+def _make_namespace(letter: str, prefix: str) -> Namespace:
     name = f"{prefix}{os.getpid()}{letter}"
     _ip("netns", "del", name, check=False)
     x = _free_subnet()

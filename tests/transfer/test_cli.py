@@ -11,10 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from dflash_tui.cli import main
+from tests.transfer import delay_line
 from tests.transfer.files import random_file
 
 MIB = 1 << 20
+PACED_MBIT = 160.0  # 20 MB/s: 64 MiB in about 3.4 s
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -84,9 +88,25 @@ def test_exit_codes(sshd, write_config, capsys) -> None:
     assert code == 1 and f"a:{sshd.home}/absent: no such file or directory" in err
 
 
-def test_console_killed_mid_file_resumes_on_rerun(sshd_factory, write_config) -> None:
+@pytest.fixture
+def paced_b(sshd_factory, write_config, known_hosts):  # type: ignore[no-untyped-def]
+    """(config, a, b): b reached through the test bed's delay line at PACED_MBIT, so a
+    64 MiB file takes seconds on any machine. Unpaced, a quiet machine copied it
+    between two 0.25 s polls, and no progress event fell inside the file."""
     a, b = sshd_factory("a"), sshd_factory("b")
-    config = write_config({"a": a, "b": b})
+    proc, port = delay_line.start(("127.0.0.1", 0), ("127.0.0.1", b.port), 0.0, PACED_MBIT)
+    config = write_config({"a": a, "b": (b, {"port": port})})
+    key = b.known_hosts_line().split(maxsplit=1)[1]
+    known_hosts.write_text(a.known_hosts_line() + f"[127.0.0.1]:{port} {key}")
+    try:
+        yield config, a, b
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_console_killed_mid_file_resumes_on_rerun(paced_b) -> None:  # type: ignore[no-untyped-def]
+    config, a, b = paced_b
     # 64 MiB goes by the OpenSSH legs, whose progress is NAME.part's size polled every
     # 0.25 s: the kill lands right after an event, and what it said is recorded.
     size = 64 * MIB

@@ -62,16 +62,20 @@ class BypassPaths:
                 return attrs.size or 0
 
             io_seen = [0, 0]
+            meter = self.leg_meter
+            meter.path = "OpenSSH legs"
+            meter.counted(meter.src_bytes, meter.dst_bytes)  # the legs' clock starts now
 
             def on_landed(upto: int) -> None:
                 io = legs.io_bytes()
                 if io is not None:  # each leg's `ssh`, counted apart (leg_rates.py)
-                    meter = self.leg_meter
-                    meter.path = "OpenSSH legs"
                     meter.counted(
                         meter.src_bytes + io[0] - io_seen[0], meter.dst_bytes + io[1] - io_seen[1]
                     )
                     io_seen[:] = io
+                elif upto > piece.landed:  # both `ssh` ended before this poll: a file
+                    grown = upto - piece.landed  # quicker than one poll; a pipe keeps
+                    meter.counted(meter.src_bytes + grown, meter.dst_bytes + grown)  # legs equal
                 # Recorded before it is reported: a relay killed right after a
                 # progress event resumes from the last whole range it counted.
                 if upto > piece.landed:
