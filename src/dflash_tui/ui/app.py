@@ -26,13 +26,12 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 
-from textual import events, on
+from textual import on
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
 from textual.driver import Driver
-from textual.geometry import Size
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import TabbedContent
@@ -43,7 +42,7 @@ from dflash_tui.console.events import JobsChanged as CoreJobsChanged
 from dflash_tui.console.events import LeaderboardChanged as CoreLeaderboardChanged
 from dflash_tui.console.events import TransfersChanged as CoreTransfersChanged
 from dflash_tui.console.session import SessionAPI
-from dflash_tui.console.tmux_pane import TMUX_POLL_S, ask_tmux, tmux_pane
+from dflash_tui.console.tmux_pane import tmux_pane
 from dflash_tui.monitor.views import HostUpdated as CoreHostUpdated
 from dflash_tui.monitor.views import LinesAppended as CoreLinesAppended
 from dflash_tui.monitor.views import RunUpdated as CoreRunUpdated
@@ -52,6 +51,7 @@ from dflash_tui.ui.compare import PlotControls
 from dflash_tui.ui.eval_actions import EvalActions
 from dflash_tui.ui.glyphs import AsciiCommandPalette, use_common_glyphs
 from dflash_tui.ui.guard import ERROR_LOG_NAME, ErrorDesk, Guarded
+from dflash_tui.ui.layout_fit import LayoutFit
 from dflash_tui.ui.panes.base import PaneMixin
 from dflash_tui.ui.panes.header import HeaderBar
 from dflash_tui.ui.panes.hosts import HostsPane
@@ -68,11 +68,11 @@ from dflash_tui.ui.screens.progress import ProgressScreen
 from dflash_tui.ui.textual_private import (
     LightAppFocus,
     UncaughtErrorHook,
-    being_removed,
     exiting,
 )
 from dflash_tui.ui.theme import DFLASH_THEME, THEME_NAME
 from dflash_tui.ui.transfer_actions import TransferActions
+from dflash_tui.ui.watching import Watching
 
 # Each frame Textual paints renders every widget that the changed regions touch (about
 # 40 ms at 160x48 on a small VM), so all that the core pushes reaches the screen on one
@@ -85,7 +85,15 @@ NEEDS_PANE = {"leaderboard": "leaderboard", "job": "jobs"}
 
 
 class DflashApp(
-    Guarded, UncaughtErrorHook, LightAppFocus, PlotControls, EvalActions, TransferActions, App[int]
+    Guarded,
+    UncaughtErrorHook,
+    LightAppFocus,
+    Watching,
+    LayoutFit,
+    PlotControls,
+    EvalActions,
+    TransferActions,
+    App[int],
 ):
     """The console. `session` supplies snapshots and takes intents; see the module docstring."""
 
@@ -202,89 +210,6 @@ class DflashApp(
             if isinstance(screen, MainScreen):
                 return screen
         raise LookupError("no main screen")
-
-    @staticmethod
-    def _layout_fits(main: MainScreen, size: Size) -> bool:
-        wide, split = wants_wide(*size), wants_split(*size)
-        return (wide or split, split) == (main.wide, main.split)
-
-    async def on_resize(self, event: events.Resize) -> None:
-        """Lay the main screen out again when the size crosses a threshold. Not while its
-        first compose is under way: recomposing then removes panes that are still being
-        mounted (a Resize at start, as a terminal that reports its size in-band sends);
-        `main_screen_ready` fits the layout once it is composed."""
-        if self._main_ready:
-            await self._fit_layout(event.size)
-
-    async def _fit_layout(self, size: Size) -> None:
-        main = self.main
-        if self._layout_fits(main, size):
-            return
-        main.set_layout(wants_wide(*size), wants_split(*size))
-        focused = main.pane_of(self.focused) if self.screen is main else None
-        self._main_ready = False
-        try:
-            await main.recompose()
-        finally:
-            self._main_ready = True
-        if exiting(self) or being_removed(main) or not main.is_attached:
-            return  # quit while it recomposed: the screen is being torn down
-        self.fill_all()
-        if self.active_tab and self.active_tab.removeprefix("tab-") in main.tabbed:
-            main.query_one(TabbedContent).active = self.active_tab
-        if self.screen is main:
-            main.focus_target(focused or "runs").focus()
-
-    # ------------------------------------------------------------------ watched
-
-    @property
-    def watched(self) -> bool:
-        """Someone can see the console: the terminal has focus (Textual's AppBlur and
-        AppFocus; no reports: focused) and, where tmux says, its pane is shown."""
-        return self.app_focus and self._pane_visible
-
-    def watch_app_focus(self, focus: bool) -> None:
-        """Textual's AppBlur/AppFocus, or a key after a blur (Textual's own rule)."""
-        self._watched_changed()
-
-    def _watched_changed(self) -> None:
-        timer = self._beat_timer
-        if not self.watched:
-            if timer is not None:
-                timer.pause()  # no beat: no pane filled, no frame painted
-            return
-        if timer is not None:
-            timer.resume()
-        self.catch_up()
-
-    def catch_up(self) -> None:
-        """One frame with everything current: what the beats skipped while nobody watched."""
-        if not self._live():
-            return
-        self.catch_ups += 1
-        self._views_at = -1e9  # every pending view now, not at the end of its window
-        with self.batch_update(), contextlib.suppress(NoMatches):
-            self._flush_views()
-            if self._tick_due(time.monotonic()):
-                self._tick()
-            plots = self.main.query_one(PlotsPane)
-            if plots.owed:
-                plots.redraw()
-
-    async def _ask_tmux(self, pane: str) -> None:
-        """Inside tmux without `focus-events on`, no focus report comes: ask tmux whether
-        the pane is shown, every TMUX_POLL_S. With reports on, ask once and stop."""
-        while True:
-            view = await ask_tmux(pane)
-            if view is None or view.reports_focus:
-                if not self._pane_visible:
-                    self._pane_visible = True
-                    self._watched_changed()
-                return
-            if view.visible != self._pane_visible:
-                self._pane_visible = view.visible
-                self._watched_changed()
-            await asyncio.sleep(TMUX_POLL_S)
 
     # ------------------------------------------------------------------ errors
 
