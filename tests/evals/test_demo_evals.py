@@ -88,6 +88,8 @@ async def test_pressing_e_on_a_trainer_checkpoint_fills_the_leaderboard(
     assert acc is not None and 0.2 < acc < 0.35  # the demo trainer's curve at step 3000
 
 
+# two engine starts and ten tasks in timed rounds: about 40 s on two busy cores
+@pytest.mark.timeout(360)
 async def test_the_demo_engine_serves_the_baseline_with_the_harness_acceptance(
     demo_manager: JobManager,
 ) -> None:
