@@ -46,11 +46,13 @@ import json
 import os
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parents[1] / "src"), str(HERE.parent / "harness")]
+
+from dflash_tui.demo.http_reply import QuietReplyHandler  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -238,17 +240,7 @@ def main() -> None:
             }
         }
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *_: object) -> None:
-            pass
-
-        def reply(self, status: int, body: bytes, kind: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(QuietReplyHandler):
         def do_GET(self) -> None:
             if self.path == "/health":
                 self.reply(200, b"")

@@ -28,13 +28,14 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import torch
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
+from dflash_tui.demo.http_reply import QuietReplyHandler
 from dflash_tui.shipped.harness.cache import (
     TargetHead,
     check_sample,
@@ -194,17 +195,7 @@ class Engine:
 
 
 def serve(engine: Engine, host: str, port: int) -> None:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *_: object) -> None:
-            pass
-
-        def reply(self, status: int, body: bytes, kind: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(QuietReplyHandler):
         def do_GET(self) -> None:
             if self.path == "/health":
                 self.reply(200, b"")
