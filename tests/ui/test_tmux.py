@@ -8,11 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -110,38 +113,19 @@ def test_console_in_tmux_on_the_demo(
 def test_a_full_log_pane_keeps_showing_new_lines(tmux: Tmux, demo_cluster, tmp_path: Path) -> None:
     """Once the pane holds its 1000 lines, every new line drops the oldest: the screen must
     still move (Textual's Log repaints only the new rows, which froze the view there)."""
-    import threading
-
-    log = demo_cluster.container_root / "workspace" / "long_run.log"
-    log.write_text("".join(f"warm-up {i} loss 1.0\n" for i in range(1500)))
-    hosts = demo_cluster.config_path.read_text().split("[[runs]]", 1)[0]
-    hosts = hosts.replace('state_dir = "state"', 'state_dir = "state-long-log"')
-    config = demo_cluster.config_path.with_name("long-log.toml")
-    config.write_text(
-        hosts + '[[runs]]\nname = "long"\nhost = "trainbox"\nlog = "workspace/long_run.log"\n'
-    )
-    stop = threading.Event()
-    written = [0]
-
-    def writer() -> None:
-        with log.open("a") as f:
-            while not stop.wait(0.1):
-                written[0] += 1
-                f.write(f"tick {written[0]:05d} loss 0.5\n")
-                f.flush()
-
+    warm_up = "".join(f"warm-up {i} loss 1.0\n" for i in range(1500))
+    config, ticker = _one_run_ticking(demo_cluster, "long", warm_up)
     console = f"env -u COLUMNS -u LINES TERM=tmux-256color {sys.executable} -m dflash_tui --config {config}"
     tmux("new-session", "-d", "-s", "console", "-x", str(WIDTH), "-y", str(HEIGHT), console)
-    thread = threading.Thread(target=writer, daemon=True)
     try:
         tmux.wait_for("the full log", lambda t: "warm-up 1499" in t)
-        thread.start()
+        ticker.start()
         for _ in range(3):
             time.sleep(2)
-            want = f"tick {written[0]:05d}"
+            want = f"tick {ticker.written:05d}"
             tmux.wait_for(f"the new line {want!r}", lambda t, w=want: w in t, timeout_s=10)
     finally:
-        stop.set()
+        ticker.stop()
         tmux("send-keys", "-t", "console", "q")
 
 
@@ -153,25 +137,8 @@ def test_another_window_shown_stops_the_painting_and_coming_back_catches_up(
     not repainted though its log grows; shown again, the new lines are there, each once
     and in order."""
     import re
-    import threading
 
-    log = demo_cluster.container_root / "workspace" / "watched_run.log"
-    log.write_text("start loss 1.0\n")
-    hosts = demo_cluster.config_path.read_text().split("[[runs]]", 1)[0]
-    hosts = hosts.replace('state_dir = "state"', 'state_dir = "state-watched"')
-    config = demo_cluster.config_path.with_name("watched.toml")
-    config.write_text(
-        hosts + '[[runs]]\nname = "w"\nhost = "trainbox"\nlog = "workspace/watched_run.log"\n'
-    )
-    stop = threading.Event()
-    written = [0]
-
-    def writer() -> None:
-        with log.open("a") as f:
-            while not stop.wait(0.1):
-                written[0] += 1
-                f.write(f"tick {written[0]:05d} loss 0.5\n")
-                f.flush()
+    config, ticker = _one_run_ticking(demo_cluster, "watched", "start loss 1.0\n")
 
     def pane() -> str:
         return tmux("capture-pane", "-p", "-t", "console:0")
@@ -187,10 +154,9 @@ def test_another_window_shown_stops_the_painting_and_coming_back_catches_up(
     viewer = Tmux(tmp_path / "viewer")
     attach = f"tmux -L {tmux.socket} -f /dev/null attach -t console"
     viewer("new-session", "-d", "-s", "v", "-x", str(WIDTH), "-y", str(HEIGHT + 1), attach)
-    thread = threading.Thread(target=writer, daemon=True)
     try:
         tmux.wait_for("the run's log", lambda t: "start loss 1.0" in t)
-        thread.start()
+        ticker.start()
         tmux.wait_for("the first ticks", lambda t: bool(ticks(t)))
         tmux("select-window", "-t", "console:1")
         # The focus-out report is on its way: wait for a pane that stays the same.
@@ -203,11 +169,13 @@ def test_another_window_shown_stops_the_painting_and_coming_back_catches_up(
                 break
             assert time.monotonic() < deadline, f"the pane kept changing unwatched:\n{now}"
             before = now
-        lines_then = written[0]
-        time.sleep(3)
-        assert written[0] >= lines_then + 10 and pane() == before  # lines came, no paint
+        lines_then = ticker.written
+        wait_until(
+            lambda: ticker.written >= lines_then + 10, "ten new log lines while unwatched", 30
+        )
+        assert pane() == before  # lines came, no paint
         tmux("select-window", "-t", "console:0")
-        want = written[0]
+        want = ticker.written
         text = tmux.wait_for(
             f"tick {want:05d} after the window is shown again",
             lambda t: any(n >= want for n in ticks(t)),
@@ -216,6 +184,42 @@ def test_another_window_shown_stops_the_painting_and_coming_back_catches_up(
         shown = ticks(text)
         assert shown == list(range(shown[0], shown[0] + len(shown)))  # once each, in order
     finally:
-        stop.set()
+        ticker.stop()
         viewer("kill-server")
         tmux("send-keys", "-t", "console:0", "q")
+
+
+class _Ticker:
+    """Appends `tick NNNNN loss 0.5` to a log every 0.1 s, from start() to stop()."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.written = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._write, daemon=True)
+
+    def _write(self) -> None:
+        with self.log.open("a") as f:
+            while not self._stop.wait(0.1):
+                self.written += 1
+                f.write(f"tick {self.written:05d} loss 0.5\n")
+                f.flush()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _one_run_ticking(demo_cluster, name: str, first: str) -> tuple[Path, _Ticker]:  # type: ignore[no-untyped-def]
+    """A config of the demo's hosts with one run, `name`, following a log that starts
+    with `first` (its own state folder), and the ticker that extends that log."""
+    log = demo_cluster.container_root / "workspace" / f"{name}_run.log"
+    log.write_text(first)
+    hosts = demo_cluster.config_path.read_text().split("[[runs]]", 1)[0]
+    hosts = hosts.replace('state_dir = "state"', f'state_dir = "state-{name}"')
+    config = demo_cluster.config_path.with_name(f"{name}.toml")
+    run = f'[[runs]]\nname = "{name}"\nhost = "trainbox"\nlog = "workspace/{name}_run.log"\n'
+    config.write_text(hosts + run)
+    return config, _Ticker(log)
