@@ -51,8 +51,11 @@ def apply_schema(conn: sqlite3.Connection, schema: Schema) -> None:
         done = _version(conn, schema.name)
         for version, step in enumerate(schema.steps[done:], start=done + 1):
             try:
+                # IMMEDIATE: the write lock first, waited for under busy_timeout. A deferred
+                # BEGIN reads the schema, then upgrades to write; when another process
+                # wrote meanwhile, SQLite answers "database is locked" at once, no wait.
                 conn.executescript(
-                    f"BEGIN;\n{step.strip().rstrip(';')};\n"
+                    f"BEGIN IMMEDIATE;\n{step.strip().rstrip(';')};\n"
                     f"INSERT INTO schema_versions (name, version) VALUES ('{schema.name}', {version}) "
                     "ON CONFLICT(name) DO UPDATE SET version = excluded.version;\nCOMMIT;"
                 )
