@@ -455,3 +455,42 @@ async def test_quiet_logs_of_a_host_beat_at_the_same_moment(
     # add a few ms; a loaded machine more), not a second apart.
     gap = abs(phase(last[0]) - phase(last[1]))
     assert min(gap, 2.0 - gap) < 0.4, f"beats at phases {[phase(t) for t in last]}"
+
+
+async def test_a_last_line_rewritten_in_place_is_read_again_whole(
+    sshd: SshdHost, write_config, tmp_path: Path
+) -> None:
+    """wandb's output.log (docs/monitoring.md "W&B offline"): wandb-core writes the line
+    being printed as it stands, with a newline, and once the rest of it comes rewrites it
+    in place: the file cut back to the line's start, the whole line written, the file cut
+    to its end. A tail that read the half line must read the line again whole, not the
+    new bytes past its offset as a line ("ss 1.8100 ...") nor the whole file again."""
+    log = tmp_path / "output.log"
+    first, half = b"step 18 loss 1.8200 acc 0.5000\n", b"step 19 lo\n"
+    whole = b"step 19 loss 1.8100 acc 0.5000\n"
+    log.write_bytes(first + half)
+    async with HostPool(load_config(write_config({"a": sshd}))) as pool:
+        got = Collector(LogTail(pool, "a", str(log), poll_s=0.05)).start()
+        try:
+            await eventually(lambda: len(got.texts) == 2, what="the half line")
+            with log.open("r+b") as f:  # rewritten past the tail's offset, never shorter
+                f.seek(len(first))
+                f.write(whole)
+            await eventually(lambda: len(got.texts) >= 3, what="the line rewritten")
+            # Cut back to the line's start while the tail looks, then the line again.
+            seen = len(got.notices)
+            os.truncate(log, len(first))
+            await eventually(lambda: len(got.notices) > seen, what="the file cut back")
+            with log.open("ab") as f:
+                f.write(whole.replace(b"1.81", b"1.79") + b"step 20 loss 1.8000 acc 0.5000\n")
+            await eventually(lambda: got.texts[-1:] == ["step 20 loss 1.8000 acc 0.5000"])
+        finally:
+            await got.close()
+    assert got.texts == [
+        "step 18 loss 1.8200 acc 0.5000",
+        "step 19 lo",
+        "step 19 loss 1.8100 acc 0.5000",
+        "step 19 loss 1.7900 acc 0.5000",
+        "step 20 loss 1.8000 acc 0.5000",
+    ]
+    assert {n.kind for n in got.notices} == {"rewritten"}

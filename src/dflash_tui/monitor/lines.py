@@ -98,6 +98,11 @@ class LineSplitter:
         return self.offset - self.committed
 
     @property
+    def read_tail(self) -> bytes:
+        """Up to 16 raw bytes just before `offset` (what the file held there when read)."""
+        return self._read_tail
+
+    @property
     def committed_tail(self) -> bytes:
         """Up to 16 raw bytes just before `committed` (to recognise the file on resume)."""
         return self._tail

@@ -8,10 +8,14 @@ from the open file (`dd` of `/dev/fd/3`, which Linux reopens as the same
 inode) and sends them framed and base64-encoded:
 
     S ID OFF        started on file ID (`dev:ino`) at byte OFF
-    D OFF N         N bytes from OFF follow on the next line, base64
+    D OFF N K       N bytes from OFF follow on the next line, base64, after the K
+                    (at most 16) bytes before OFF: the reader checks those are still
+                    what it read (a writer that rewrites its last line in place)
     R ID            the path now names another file: the old one was read to
                     its end, the new one follows from 0 (rotation)
-    T               the file shrank below our offset: restart at 0 (copytruncate)
+    T [SIZE]        the file shrank below our offset (to SIZE): restart at 0
+                    (copytruncate), or at the last line's start if it was only cut
+                    back to there (its last line being rewritten)
     O ID            resumed on the old file ID, found beside the log (rotated
                     while we were disconnected): its remainder comes first
     L ID            the old file ID is gone: its unread remainder is lost
@@ -35,6 +39,15 @@ rotation, a partial line that can no longer be completed is delivered as a
 line. Bytes the writer adds to a rotated file after we switched are not seen
 (as with `tail -F`).
 
+Some writers rewrite their last line in place: wandb-core writes the line being
+printed as it stands, with a newline, and rewrites it once the rest comes (the
+file cut back to the line's start, the line written whole, the file cut to its
+end; docs/monitoring.md "W&B offline"). Each data frame carries the 16 bytes
+before its offset, so a tail that read such a half line sees those bytes changed
+(or the file cut back to within its last line) and reads that line again from
+its start: the line comes again whole (notice "rewritten"), never its new bytes
+past the old offset as a line of their own, nor the whole file again.
+
 Lines reach the consumer in batches: `async for batch in tail` yields at
 most one `TailBatch` per `batch_s` (75 ms), the first line after a quiet
 spell at once.
@@ -47,7 +60,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dflash_tui.monitor.follow_stream import FrameError, StreamFollower, TailNotice
+from dflash_tui.monitor.follow_stream import FrameError, RestartStream, StreamFollower, TailNotice
 from dflash_tui.monitor.lines import LineSplitter, RawLine, clean_line
 from dflash_tui.remote.command import shell_script
 from dflash_tui.remote.pool import HostPool
@@ -150,15 +163,17 @@ follow() {
         set -- $(stat -L -c '%s %d:%i' -- /dev/fd/3 "$p" 2>/dev/null)
         size=${1:-0} cur=${4:-}
         if [ "$size" -lt "$off" ]; then
-            printf 'T\n'
+            printf 'T %s\n' "$size"
             off=0
         fi
         if [ "$size" -gt "$off" ]; then
             n=$((size - off))
             [ "$n" -gt "$chunk" ] && n=$chunk
+            # The 16 bytes before $off come first: the reader checks they are unchanged.
+            k=$((off < 16 ? off : 16))
             # One write per frame: one SSH packet per wake-up, not three.
-            data=$(dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip="$off" count="$n" bs=65536 2>/dev/null | base64 -w 0)
-            printf 'D %s %s\n%s\n' "$off" "$n" "$data"
+            data=$(dd if=/dev/fd/3 iflag=skip_bytes,count_bytes skip=$((off - k)) count=$((n + k)) bs=65536 2>/dev/null | base64 -w 0)
+            printf 'D %s %s %s\n%s\n' "$off" "$n" "$k" "$data"
             off=$((off + n))
             continue
         fi
@@ -228,7 +243,7 @@ class _Reader:
     tail: LogTail
     file_id: str | None
     splitter: LineSplitter
-    expect: tuple[int, int] | None = None
+    expect: tuple[int, int, int] | None = None
     started: bool = False
     pending: list[RawLine] = field(default_factory=list)
 
@@ -238,10 +253,10 @@ class _Reader:
         if kind == b"K":
             return
         if kind == b"D":
-            off, _, n = rest.partition(b" ")
-            if not self.started or int(off) != self.splitter.offset:
-                raise _Desync(f"data at {int(off)} while at {self.splitter.offset}")
-            self.expect = (int(off), int(n))
+            off, n, k = (int(word) for word in rest.split(b" "))
+            if not self.started or off != self.splitter.offset:
+                raise _Desync(f"data at {off} while at {self.splitter.offset}")
+            self.expect = (off, n, k)
         elif kind == b"S":
             file_id, _, at = rest.decode().partition(" ")
             if int(at) != self.splitter.offset:
@@ -258,6 +273,8 @@ class _Reader:
             t.restart_at(LogPosition(self.file_id, 0, b""))
             t.notice("rotated", f"{t.path} was rotated; following the new file")
         elif kind == b"T":
+            if self.started and rest:  # cut back while we read it: maybe only its last line
+                t.reread_last_line(self.splitter, int(rest))
             self._flush()
             self.splitter.reset(0)
             t.restart_at(LogPosition(self.file_id, 0, b""))
@@ -281,12 +298,16 @@ class _Reader:
 
     def data(self, line: bytes) -> None:
         assert self.expect is not None
-        _, n = self.expect
+        _, n, k = self.expect
         self.expect = None
         try:
             data = binascii.a2b_base64(line)
         except binascii.Error as exc:
             raise _Desync(f"bad data frame: {exc}") from None
+        before, data = data[:k], data[k:]
+        known = self.splitter.read_tail[-k:] if k else b""
+        if len(before) < k or not before.endswith(known):
+            self.tail.reread_last_line(self.splitter)  # bytes we read were rewritten
         self._emit(self.splitter.feed(data))
         if len(data) != n:
             # The file shrank while being read: the script's offset is now wrong.
@@ -342,6 +363,9 @@ class LogTail(StreamFollower[TailBatch]):
         self._resume = start
         self._position = start
         self._lines: list[TailLine] = []
+        # Where the last line handed out starts (the end of the one before it), to read
+        # it again if the writer rewrites it in place; None when not known.
+        self._previous: LogPosition | None = None
         self._missing = False
         self._reader = _Reader(self, start.file_id, LineSplitter(start.offset))
         self._buf = bytearray()
@@ -419,6 +443,7 @@ class LogTail(StreamFollower[TailBatch]):
 
     def push(self, lines: list[TailLine]) -> None:
         """Lines the reader decoded: buffered for the next batch."""
+        self._previous = lines[-2].position if len(lines) > 1 else self._resume
         self._lines.extend(lines)
         self._resume = lines[-1].position
         if len(self._lines) >= self.max_buffered_lines:
@@ -432,6 +457,21 @@ class LogTail(StreamFollower[TailBatch]):
     def restart_at(self, position: LogPosition) -> None:
         """Where a new connection starts reading (the reader saw a new file or a cut)."""
         self._resume = position
+        self._previous = None
+
+    def reread_last_line(self, splitter: LineSplitter, size: int | None = None) -> None:
+        """Bytes this tail read were rewritten (`size`: the file was cut back to it):
+        start the script again where the last line handed out starts (at the held
+        partial line, if any), so that line comes again as it now is; raises
+        `RestartStream`. Returns only for a cut back before that line (truncation)."""
+        at = self._resume if splitter.pending_bytes else self._previous
+        if at is None and size is None:
+            at = self._resume  # the script's check of the bytes before it decides
+        if at is None or (size is not None and size < at.offset):
+            return
+        self._resume, self._previous = at, None
+        self.notice("rewritten", f"{self.path} was rewritten in place; reading its last line again")
+        raise RestartStream
 
     def _argv(self, pos: LogPosition) -> list[str]:
         # shell_script's argv with `$0` set to the marker the liveness probe looks for.

@@ -5,9 +5,11 @@ the `wandb` directory itself, whose `latest-run` link names the newest run
 (so a restarted trainer's new run is followed). During an offline run the
 current wandb (0.2x-0.3x, its Go core) writes there:
 
-- `files/output.log`: the process's console output, appended every few
-  seconds. The run reads it as its text log (`RunConfig.text_log`): the
-  trainer's printed step lines give the plotted history, as any log's do.
+- `files/output.log`: the process's console output, flushed every 10 ms at
+  most; a line being printed is written as it stands and rewritten in place
+  once the rest comes (`monitor/tail.py` reads such a line again whole). The
+  run reads it as its text log (`RunConfig.text_log`): the trainer's printed
+  step lines give the plotted history, as any log's do.
 - `files/wandb-summary.json`: the newest value of every logged key, with
   `_step`. Older wandb wrote it during the run; the current one writes it
   only when a run is synced. Read here whenever it changes: its numbers are
