@@ -11,6 +11,7 @@ instead of 64) so the test stays short on two busy cores.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,17 +67,31 @@ def _events(seen: list[TransferEvent], final: Path, cut: object = None):  # type
     return on_event
 
 
-async def test_a_large_file_moves_over_parallel_ssh_streams(long_pair) -> None:  # type: ignore[no-untyped-def]
+def _read_bytes() -> int:
+    """Bytes this thread (the relay's event loop) has read so far, pipes and sockets
+    included. Not /proc/self/io: it adds what reaped children (each `ssh`) read."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["spliced", "forwarded"])
+async def test_a_large_file_moves_over_parallel_ssh_streams(long_pair, splice: bool) -> None:  # type: ignore[no-untyped-def]
     config, a, b = long_pair
     src = a.home / "model.safetensors"
     digest = random_file(src, SIZE, seed=43)
     final = b.home / "model.safetensors"
     seen: list[TransferEvent] = []
     async with relay_env(config) as (pool, conn):
+        read_before = _read_bytes()
         result = await relay(
             pool, conn, f"a:{src}", f"b:{final}",
-            options=RelayOptions(range_bytes=2 * MIB), on_event=_events(seen, final),
+            options=RelayOptions(range_bytes=2 * MIB, splice=splice),
+            on_event=_events(seen, final),
         )  # fmt: skip
+        read = _read_bytes() - read_before
+    # Spliced, the OS pipes each stream's source `ssh` into its destination's: this
+    # process reads only their reports, never the file's bytes.
+    assert (read < SIZE // 4) if splice else (read >= SIZE), (read, SIZE)
     assert result.files[0].sha256_src == result.files[0].sha256_dst == digest
     assert not part_files(b.home)
     finished = next(e for e in seen if isinstance(e, TransferFinished))
@@ -85,7 +100,7 @@ async def test_a_large_file_moves_over_parallel_ssh_streams(long_pair) -> None: 
     # The round trip measured is the delay line's, and it chose several ssh streams.
     src_rtt, dst_rtt = legs["rtt_ms"]
     assert dst_rtt >= RTT_MS * 0.99 and src_rtt < RTT_MS
-    assert legs["path"] == "ssh streams"
+    assert legs["path"] == ("spliced ssh streams" if splice else "ssh streams")
     assert legs["streams"] == streams_for(dst_rtt / 1000) >= 2
     assert set(legs["rates"]) == {"a->here", "here->b"}
     assert all(rate > 0 for rate in legs["rates"].values())

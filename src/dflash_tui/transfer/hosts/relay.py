@@ -309,8 +309,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         workers = self._workers_for(streamed) if streamed.files else 0
         if self.use_streams and not self._warm and workers:
             self._warm = [
-                asyncio.ensure_future(StreamWorker(*self._stream_sides(), deque(), self).open())
-                for _ in range(workers)
+                asyncio.ensure_future(self._new_worker(deque()).open()) for _ in range(workers)
             ]
 
     def _sftp_fits(self, size: int) -> bool:

@@ -26,6 +26,7 @@ from dflash_tui.transfer.hosts import ssh_legs
 from dflash_tui.transfer.hosts.leg_procs import SshSettings
 from dflash_tui.transfer.hosts.procs import ProcWorker
 from dflash_tui.transfer.hosts.relay_file import RelayFile
+from dflash_tui.transfer.hosts.ssh_splice import SplicedWorker
 from dflash_tui.transfer.hosts.ssh_streams import SshSide, streams_for
 from dflash_tui.transfer.hosts.streams import PartTooShort, Piece, Rename, StreamWorker
 from dflash_tui.transfer.ledger import TransferLedger
@@ -118,6 +119,14 @@ class StreamPath:
             self._long = (SshSide(settings, self.src.host), SshSide(settings, self.dst.host))
             self.long_streams = n
 
+    def _new_worker(self, queue: deque[Piece]) -> StreamWorker:
+        """A stream: on a long link with `splice`, its two `ssh` piped together by the
+        OS (ssh_splice.py), else one whose bytes pass through this process."""
+        if self._long is not None and self.options.splice:
+            settings = SshSettings.of_pool(self.pool)
+            return SplicedWorker(settings, *self._long, queue, self, self.leg_meter)
+        return StreamWorker(*self._stream_sides(), queue, self, self.leg_meter)
+
     def _stream_sides(self) -> tuple[Side, Side]:
         """Where the streams run their scripts: through their own `ssh` on a long link,
         else over the pool's connections."""
@@ -135,10 +144,12 @@ class StreamPath:
         procs, self._procs = self._procs, []
         runs, queue = await self._proc_runs(procs, queue)
         count = min(self._stream_count(), max(1, len(queue)))
-        sides = self._stream_sides()
         meter = self.leg_meter
-        meter.path, meter.streams = ("ssh streams" if self._long else "streams"), count
-        workers = [StreamWorker(*sides, queue, self, meter) for _ in range(count)]
+        meter.path = "streams"
+        if self._long is not None:
+            meter.path = "spliced ssh streams" if self.options.splice else "ssh streams"
+        meter.streams = count
+        workers = [self._new_worker(queue) for _ in range(count)]
         warm, self._warm = self._warm, []
         for index, started in enumerate(warm):
             if index >= count:

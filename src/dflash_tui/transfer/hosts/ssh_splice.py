@@ -1,0 +1,201 @@
+"""A long link's streams with no byte through this process: `ssh SRC | ssh DST`.
+
+On a long link (ssh_streams.py) a large file's stripes move over N streams. A
+StreamWorker there reads each chunk from the source's `ssh` and writes it to the
+destination's: every byte crosses this Python process twice, its CPU the bound
+on a small jump host. A SplicedWorker starts the same two `ssh` (the pool's
+settings for each host, leg_procs.py) but joins them with an OS pipe, as the
+OpenSSH legs do (ssh_legs.py): the source runs SRC_SPLICE, which writes the
+destination script's own header line before each stripe's bytes, and the
+destination runs the streams' DST_STREAM unchanged: it writes each stripe at its
+offset in NAME.part and reports how far it landed (at least every MiB), which is
+recorded before it is reported as progress (StreamWorker._replies, the engine's
+landed()). This process only sends requests and reads those reports.
+
+Everything else is the stripes' (stream_path.py): the source's sha256 beside
+them, the destination's behind their landed prefix, resume from the last report
+after a drop, the rename only when both agree (docs/relay.md "Long links").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import signal
+
+from dflash_tui.transfer.errors import ConnectionLost
+from dflash_tui.transfer.hosts.leg_procs import SshSettings, ssh_argv
+from dflash_tui.transfer.hosts.ssh_legs import SSH_FAILED
+from dflash_tui.transfer.hosts.ssh_streams import PIPE_BYTES
+from dflash_tui.transfer.hosts.streams import Piece, StreamHooks, StreamWorker
+from dflash_tui.transfer.leg_rates import LegMeter
+from dflash_tui.transfer.scripts import DST_STREAM, SRC_SPLICE, argv
+from dflash_tui.transfer.sides import Side, SideStream
+
+# The next stripe is asked of the source when this little of the last is left to
+# land: the pipe never runs dry between stripes, and the queue's stripes are not
+# taken long before a stream can move them.
+ASK_AHEAD_BYTES = 16 << 20
+EXIT_WAIT_S = 5.0
+
+
+class SplicedWorker(StreamWorker):
+    """One stream of a long link whose two `ssh` the OS pipes together."""
+
+    def __init__(
+        self,
+        settings: SshSettings,
+        src: Side,
+        dst: Side,
+        queue: object,
+        hooks: StreamHooks,
+        meter: LegMeter | None = None,
+    ) -> None:
+        super().__init__(src, dst, queue, _Hooks(self, hooks), meter)  # type: ignore[arg-type]
+        self.settings = settings
+        self.outer = hooks
+        self.progress = asyncio.Event()
+        self._procs: list[asyncio.subprocess.Process] = []
+
+    async def open(self) -> SplicedWorker:
+        """Both `ssh` started, the source's stdout the destination's stdin."""
+        read_end, write_end = os.pipe()
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        pipe = asyncio.subprocess.PIPE
+        try:
+            for label, script, stdin, stdout in (
+                (self.src.label, SRC_SPLICE, pipe, write_end),
+                (self.dst.label, DST_STREAM, read_end, pipe),
+            ):
+                try:
+                    proc = await asyncio.create_subprocess_exec(
+                        *ssh_argv(self.settings, label, argv(script)),
+                        stdin=stdin,
+                        stdout=stdout,
+                        stderr=pipe,
+                        start_new_session=True,  # a Ctrl-C here reaches it through us only
+                        limit=1 << 16,
+                    )
+                except OSError as exc:
+                    raise ConnectionLost(label, f"could not start ssh: {exc}") from None
+                self._procs.append(proc)
+        except BaseException:
+            await self.close()
+            raise
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+        src, dst = self._procs
+        self._streams = (
+            SideStream(self.src.label, src.stdin, None, src.stderr, _status(src)),
+            SideStream(self.dst.label, None, dst.stdout, dst.stderr, _status(dst)),
+        )
+        self._open = [contextlib.nullcontext()]  # type: ignore[list-item]
+        return self
+
+    async def close(self) -> None:
+        """Both process groups killed if still running, reaped, their pipes closed."""
+        procs, self._procs, self._open = self._procs, [], []
+        for proc in procs:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        for proc in procs:
+            try:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), EXIT_WAIT_S)
+            finally:
+                transport = getattr(proc, "_transport", None)
+                if transport is not None:
+                    transport.close()
+
+    async def run(self) -> None:
+        if not self._open:
+            await self.open()
+        reader, writer = self._streams
+        src_err = asyncio.ensure_future(reader.read_stderr())
+        dst_err = asyncio.ensure_future(writer.read_stderr())
+        replies = asyncio.ensure_future(self._replies(writer))
+        try:
+            await self._splice(reader, replies)
+            src_text = (await src_err).decode("utf-8", "replace")
+            dst_text = (await dst_err).decode("utf-8", "replace")
+            src_status, dst_status = await reader.wait(), await writer.wait()
+            if dst_status is None:  # its link broke: the source's ended with it
+                raise ConnectionLost(self.dst.label, "connection lost while writing")
+            self._check_exit(self.src, src_status, src_text, "reading the source")
+            self._check_exit(self.dst, dst_status, dst_text, "writing")
+            if any(not p.complete.is_set() for p in self.at_dst):
+                raise ConnectionLost(self.dst.label, "the destination stopped before the end")
+        finally:
+            for task in (src_err, dst_err, replies):
+                task.cancel()
+            for piece in self.at_dst:
+                piece.complete.set()  # nobody waits on a dead stream
+            await self.close()
+
+    async def _splice(self, reader: SideStream, replies: asyncio.Future[None]) -> None:
+        """Ask the source for stripes, one ahead as the last nears its end, until the
+        queue is empty and every stripe landed (or the destination stopped)."""
+        while True:
+            last = self.at_dst[-1] if self.at_dst else None
+            if self.queue and (last is None or last.end - last.landed <= ASK_AHEAD_BYTES):
+                piece = self.queue.popleft()
+                self.at_dst.append(piece)
+                request = {"p": piece.src_path, "o": piece.start, "e": piece.end}
+                request |= {"s": piece.size, "d": piece.dst_part}
+                with contextlib.suppress(ConnectionLost):  # told by its exit status
+                    await reader.write((json.dumps(request) + "\n").encode())
+                continue
+            if not self.queue and all(p.complete.is_set() for p in self.at_dst):
+                with contextlib.suppress(ConnectionLost):
+                    await reader.close_stdin()  # the source ends, then the destination
+                await replies
+                return
+            self.progress.clear()
+            waiting = asyncio.ensure_future(self.progress.wait())
+            await asyncio.wait({waiting, replies}, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if replies.done():
+                return  # the destination ended: its exit status says why
+
+
+class _Hooks:
+    """The engine's hooks, with landed bytes counted as sent (no byte passes here to
+    be counted on the way) and each report waking the worker."""
+
+    def __init__(self, worker: SplicedWorker, hooks: StreamHooks) -> None:
+        self.worker = worker
+        self.hooks = hooks
+
+    def sent(self, piece: Piece, nbytes: int) -> None:
+        self.hooks.sent(piece, nbytes)
+
+    def landed(self, piece: Piece, upto: int) -> None:
+        self.hooks.landed(piece, upto)  # recorded first, then reported
+        grown = upto - piece.forwarded
+        if grown > 0:
+            piece.forwarded = upto
+            meter = self.worker.meter
+            if meter is not None:
+                meter.moved(grown)
+            self.hooks.sent(piece, grown)
+        self.worker.progress.set()
+
+    async def verified(self, piece: Piece) -> object:
+        return await self.hooks.verified(piece)
+
+    def renamed(self, piece: Piece) -> None:
+        self.hooks.renamed(piece)
+
+
+def _status(proc: asyncio.subprocess.Process) -> object:
+    async def status() -> int | None:
+        code = await proc.wait()
+        return None if code == SSH_FAILED else code  # ssh's own failure: a lost link
+
+    return status
