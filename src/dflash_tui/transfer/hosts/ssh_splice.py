@@ -25,12 +25,13 @@ import fcntl
 import json
 import os
 import signal
+from collections import deque
 
 from dflash_tui.transfer.errors import ConnectionLost
 from dflash_tui.transfer.hosts.leg_procs import SshSettings, ssh_argv
 from dflash_tui.transfer.hosts.ssh_legs import SSH_FAILED
 from dflash_tui.transfer.hosts.ssh_streams import PIPE_BYTES
-from dflash_tui.transfer.hosts.streams import Piece, StreamHooks, StreamWorker
+from dflash_tui.transfer.hosts.streams import Piece, Rename, StreamHooks, StreamWorker
 from dflash_tui.transfer.leg_rates import LegMeter
 from dflash_tui.transfer.scripts import DST_STREAM, SRC_SPLICE, argv
 from dflash_tui.transfer.sides import Side, SideStream
@@ -50,11 +51,11 @@ class SplicedWorker(StreamWorker):
         settings: SshSettings,
         src: Side,
         dst: Side,
-        queue: object,
+        queue: deque[Piece],
         hooks: StreamHooks,
         meter: LegMeter | None = None,
     ) -> None:
-        super().__init__(src, dst, queue, _Hooks(self, hooks), meter)  # type: ignore[arg-type]
+        super().__init__(src, dst, queue, _Hooks(self, hooks), meter)
         self.settings = settings
         self.outer = hooks
         self.progress = asyncio.Event()
@@ -122,8 +123,18 @@ class SplicedWorker(StreamWorker):
         replies = asyncio.ensure_future(self._replies(writer))
         try:
             await self._splice(reader, replies)
-            src_text = (await src_err).decode("utf-8", "replace")
-            dst_text = (await dst_err).decode("utf-8", "replace")
+            # The source ends at the end of its stdin (an idle one would not notice that
+            # the destination is gone); one that does not within EXIT_WAIT_S is killed.
+            with contextlib.suppress(Exception):
+                await reader.close_stdin()
+            try:
+                texts = await asyncio.wait_for(
+                    asyncio.shield(asyncio.gather(src_err, dst_err)), EXIT_WAIT_S
+                )
+            except asyncio.TimeoutError:
+                await self.close()
+                raise ConnectionLost(self.dst.label, "the streams did not end") from None
+            src_text, dst_text = (t.decode("utf-8", "replace") for t in texts)
             src_status, dst_status = await reader.wait(), await writer.wait()
             if dst_status is None:  # its link broke: the source's ended with it
                 raise ConnectionLost(self.dst.label, "connection lost while writing")
@@ -157,8 +168,9 @@ class SplicedWorker(StreamWorker):
                 await replies
                 return
             self.progress.clear()
-            waiting = asyncio.ensure_future(self.progress.wait())
-            await asyncio.wait({waiting, replies}, return_when=asyncio.FIRST_COMPLETED)
+            waiting: asyncio.Future[object] = asyncio.ensure_future(self.progress.wait())
+            either: set[asyncio.Future[object]] = {waiting, replies}  # type: ignore[arg-type]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             waiting.cancel()
             if replies.done():
                 return  # the destination ended: its exit status says why
@@ -186,7 +198,7 @@ class _Hooks:
             self.hooks.sent(piece, grown)
         self.worker.progress.set()
 
-    async def verified(self, piece: Piece) -> object:
+    async def verified(self, piece: Piece) -> Rename | None:
         return await self.hooks.verified(piece)
 
     def renamed(self, piece: Piece) -> None:

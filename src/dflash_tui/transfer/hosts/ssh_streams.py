@@ -8,8 +8,9 @@ over N StreamWorkers (streams.py, unchanged: the same scripts, landed reports,
 resume by ranges, renames), each running its two scripts through an `ssh`
 process of its own, with the pool's settings for its host (leg_procs.py):
 N TCP connections per host, N channel windows each way, and the crypto of
-every leg in its own process, spread over the cores. This process only
-passes the bytes from one pipe to the other.
+every leg in its own process, spread over the cores. By default the two `ssh`
+of each stream are piped together by the OS (ssh_splice.py), so no byte passes
+through this process; with `splice` off it passes them from one pipe to the other.
 
 `streams_for` picks N from the measured round trip (docs/relay.md "Long
 links"); a short link keeps one pair of OpenSSH legs (ssh_legs.py).
