@@ -110,7 +110,8 @@ async def test_a_large_file_moves_over_parallel_ssh_streams(long_pair, splice: b
     assert result.bytes_sent / result.elapsed_s <= RATE_MBIT * 1e6 / 8 * 1.1
 
 
-async def test_a_cut_mid_file_resumes_by_ranges_over_the_streams(long_pair) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("cut_host", ["b", "a"], ids=["train-cut", "eval-cut"])
+async def test_a_cut_mid_file_resumes_by_ranges_over_the_streams(long_pair, cut_host: str) -> None:  # type: ignore[no-untyped-def]
     config, a, b = long_pair
     src = a.home / "model.safetensors"
     digest = random_file(src, SIZE, seed=44)
@@ -121,7 +122,7 @@ async def test_a_cut_mid_file_resumes_by_ranges_over_the_streams(long_pair) -> N
     def cut(event: FileProgress) -> None:
         if not cuts and event.bytes_done >= SIZE * 0.4:
             cuts.append(event.bytes_done)
-            assert _kill(b) > 0
+            assert _kill(b if cut_host == "b" else a) > 0
 
     async with relay_env(config) as (pool, conn):
         result = await relay(
