@@ -12,6 +12,12 @@ offset in NAME.part and reports how far it landed (at least every MiB), which is
 recorded before it is reported as progress (StreamWorker._replies, the engine's
 landed()). This process only sends requests and reads those reports.
 
+No byte passing here, the two legs' rates come from who waits on whom
+(leg_rates.py): a pipe kept full means the source waits on the destination, one
+kept empty the other way round. Each stream looks at its pipe's fill (FIONREAD on
+a read end of its own) every FILL_SAMPLE_S and counts that time as a wait on the
+destination or on the source (docs/relay.md "Long links").
+
 Everything else is the stripes' (stream_path.py): the source's sha256 beside
 them, the destination's behind their landed prefix, resume from the last report
 after a drop, the rename only when both agree (docs/relay.md "Long links").
@@ -25,8 +31,12 @@ import fcntl
 import json
 import os
 import signal
+import struct
+import termios
+import time
 from collections import deque
 
+from dflash_tui.transfer import trace
 from dflash_tui.transfer.errors import ConnectionLost
 from dflash_tui.transfer.hosts.leg_procs import SshSettings, ssh_argv
 from dflash_tui.transfer.hosts.ssh_legs import SSH_FAILED
@@ -41,6 +51,10 @@ from dflash_tui.transfer.sides import Side, SideStream
 # taken long before a stream can move them.
 ASK_AHEAD_BYTES = 16 << 20
 EXIT_WAIT_S = 5.0
+# How often a stream's pipe fill is looked at; within PIPE_SLACK_BYTES of empty or of
+# full, one leg counts as waiting on the other (more than one `ssh` write apart).
+FILL_SAMPLE_S = 0.05
+PIPE_SLACK_BYTES = 128 << 10
 
 
 class SplicedWorker(StreamWorker):
@@ -60,12 +74,17 @@ class SplicedWorker(StreamWorker):
         self.outer = hooks
         self.progress = asyncio.Event()
         self._procs: list[asyncio.subprocess.Process] = []
+        self._probe: int | None = None  # a read end of the pipe, for its fill only
+        self._capacity = PIPE_BYTES
 
     async def open(self) -> SplicedWorker:
         """Both `ssh` started, the source's stdout the destination's stdin."""
         read_end, write_end = os.pipe()
         with contextlib.suppress(OSError):
             fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        with contextlib.suppress(OSError):
+            self._capacity = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ)
+        self._probe = os.dup(read_end)
         pipe = asyncio.subprocess.PIPE
         try:
             for label, script, stdin, stdout in (
@@ -90,6 +109,7 @@ class SplicedWorker(StreamWorker):
         finally:
             os.close(read_end)
             os.close(write_end)
+        trace.mark("splice_started")
         src, dst = self._procs
         self._streams = (
             SideStream(self.src.label, src.stdin, None, src.stderr, _status(src)),
@@ -100,6 +120,7 @@ class SplicedWorker(StreamWorker):
 
     async def close(self) -> None:
         """Both process groups killed if still running, reaped, their pipes closed."""
+        self._close_probe()
         procs, self._procs, self._open = self._procs, [], []
         for proc in procs:
             if proc.returncode is None:
@@ -121,8 +142,11 @@ class SplicedWorker(StreamWorker):
         src_err = asyncio.ensure_future(reader.read_stderr())
         dst_err = asyncio.ensure_future(writer.read_stderr())
         replies = asyncio.ensure_future(self._replies(writer))
+        sampler = asyncio.ensure_future(self._sample_fill())
         try:
             await self._splice(reader, replies)
+            # Our read end would keep a source writing to a destination that is gone.
+            self._close_probe()
             # The source ends at the end of its stdin (an idle one would not notice that
             # the destination is gone); one that does not within EXIT_WAIT_S is killed.
             with contextlib.suppress(Exception):
@@ -143,7 +167,7 @@ class SplicedWorker(StreamWorker):
             if any(not p.complete.is_set() for p in self.at_dst):
                 raise ConnectionLost(self.dst.label, "the destination stopped before the end")
         finally:
-            for task in (src_err, dst_err, replies):
+            for task in (src_err, dst_err, replies, sampler):
                 task.cancel()
             for piece in self.at_dst:
                 piece.complete.set()  # nobody waits on a dead stream
@@ -157,6 +181,7 @@ class SplicedWorker(StreamWorker):
             if self.queue and (last is None or last.end - last.landed <= ASK_AHEAD_BYTES):
                 piece = self.queue.popleft()
                 self.at_dst.append(piece)
+                trace.mark("asked")
                 request = {"p": piece.src_path, "o": piece.start, "e": piece.end}
                 request |= {"s": piece.size, "d": piece.dst_part}
                 with contextlib.suppress(ConnectionLost):  # told by its exit status
@@ -175,6 +200,40 @@ class SplicedWorker(StreamWorker):
             if replies.done():
                 return  # the destination ended: its exit status says why
 
+    async def _sample_fill(self) -> None:
+        """Each leg's waits, from the pipe's fill, while a stripe is in flight."""
+        last = time.monotonic()
+        while self._probe is not None:
+            await asyncio.sleep(FILL_SAMPLE_S)
+            now, then = time.monotonic(), last
+            last = now
+            meter, probe = self.meter, self._probe
+            if meter is None or probe is None or meter.started is None:
+                continue
+            if all(p.complete.is_set() for p in self.at_dst):
+                continue
+            queued = pipe_fill(probe)
+            if queued is None:
+                return
+            if queued <= PIPE_SLACK_BYTES:
+                meter.moved(0, src_wait_s=now - then)  # the destination waits on the source
+            elif queued >= self._capacity - PIPE_SLACK_BYTES:
+                meter.moved(0, dst_wait_s=now - then)  # the source waits on the destination
+
+    def _close_probe(self) -> None:
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            os.close(probe)
+
+
+def pipe_fill(fd: int) -> int | None:
+    """Bytes waiting in the pipe `fd` is an end of (None where it cannot be asked)."""
+    try:
+        raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return None
+    return int(struct.unpack("i", raw)[0])
+
 
 class _Hooks:
     """The engine's hooks, with landed bytes counted as sent (no byte passes here to
@@ -188,6 +247,8 @@ class _Hooks:
         self.hooks.sent(piece, nbytes)
 
     def landed(self, piece: Piece, upto: int) -> None:
+        if piece.forwarded == 0:
+            trace.mark("first_landed")
         self.hooks.landed(piece, upto)  # recorded first, then reported
         grown = upto - piece.forwarded
         if grown > 0:

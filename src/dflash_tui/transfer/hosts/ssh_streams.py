@@ -27,7 +27,7 @@ import signal
 from collections.abc import AsyncIterator, Sequence
 
 from dflash_tui.transfer.errors import ConnectionLost
-from dflash_tui.transfer.hosts.leg_procs import SshSettings, ssh_argv
+from dflash_tui.transfer.hosts.leg_procs import LONG_LINK_S, SshSettings, ssh_argv
 from dflash_tui.transfer.sides import Side, SideStream
 
 # OpenSSH's session channel window (CHAN_SES_WINDOW_DEFAULT), which bounds one
@@ -40,8 +40,6 @@ STREAM_BYTES_PER_S = 170e6
 # Beyond this, more streams gained little in mscp's measurements (and each costs two
 # processes and two logins): the cap.
 MAX_STREAMS = 8
-# A leg whose round trip is under this is short: one pair of legs fills it.
-LONG_LINK_S = 0.008
 SSH_FAILED = 255
 PIPE_BYTES = 1 << 20  # pipe buffers raised to this (F_SETPIPE_SZ), fewer wake-ups
 
