@@ -2,8 +2,8 @@
 
 The eval and train hosts in namespaces, a delay line of `--rtt-ms` and
 `--rate-mbit` in front of train (bench/relay_netns.py), hosts with a 0.3 s login
-shell; each method copies one file of `--size-mib` in alternating rounds and the
-CPU it took is printed in three parts: this machine's processes (the relay and its
+shell; each method copies one file of `--size-mib` in alternating rounds (the
+relay, spliced by default, and `forward`: `relay --splice off`) and the CPU it took is printed in three parts: this machine's processes (the relay and its
 `ssh`, or `scp -3` / the pipe's `ssh`), both hosts' sshd trees (their sessions,
 scripts and hashes: a real host's own CPU) and the delay line (the test bed's).
 
@@ -50,12 +50,15 @@ def main() -> None:
         relay_netns._write_random(src, args.size_mib << 20)
         print(f"{link.describe()}, {args.size_mib} MiB")
         for _ in range(args.rounds):
-            for name in ("relay", "scp3", "pipe"):
+            for name in ("relay", "forward", "scp3", "pipe"):
                 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
                 local0 = usage.ru_utime + usage.ru_stime
                 hosts0 = sum(_cpu_s(h.process.pid, reaped=True) for h in bench.hosts if h.process)
                 line0 = sum(_cpu_s(p.pid, reaped=False) for p in bench.delay_lines)
-                elapsed, dst, _ = getattr(bench, name)(src)
+                if name == "forward":  # the streams' bytes through the relay's Python
+                    elapsed, dst, _ = bench.relay(src, extra=["--splice", "off"])
+                else:
+                    elapsed, dst, _ = getattr(bench, name)(src)
                 time.sleep(0.5)  # the hosts' sshd reap their finished sessions
                 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
                 local = usage.ru_utime + usage.ru_stime - local0

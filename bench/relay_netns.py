@@ -463,12 +463,17 @@ def _host_python_env(bin_dir: Path, host_python: str | None, slow_s: float) -> d
 
 
 def _trace(stderr: str) -> dict[str, float]:
-    """Phase timestamps the relay prints with DFLASH_TUI_RELAY_TRACE=1 (`trace PHASE SECONDS`)."""
+    """Phase timestamps the relay prints with DFLASH_TUI_RELAY_TRACE=1 (`trace PHASE SECONDS`):
+    a phase marked more than once (one per stream) gives its first time, and its last
+    as PHASE_last."""
     phases: dict[str, float] = {}
     for line in stderr.splitlines():
         parts = line.split()
         if len(parts) == 3 and parts[0] == "trace":
-            phases[parts[1]] = float(parts[2])
+            if parts[1] in phases:
+                phases[parts[1] + "_last"] = float(parts[2])
+            else:
+                phases[parts[1]] = float(parts[2])
     return phases
 
 

@@ -11,14 +11,16 @@ instead of 64) so the test stays short on two busy cores.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dflash_tui.transfer import RelayOptions, relay
+from dflash_tui.transfer import RelayOptions, relay, trace
 from dflash_tui.transfer.events import FileProgress, Retrying, TransferEvent, TransferFinished
 from dflash_tui.transfer.hosts.ssh_streams import streams_for
+from dflash_tui.transfer.ledger import TransferLedger
 from tests.testbed import SshdHost
 from tests.transfer import delay_line
 from tests.transfer.files import part_files, random_file, relay_env
@@ -66,17 +68,31 @@ def _events(seen: list[TransferEvent], final: Path, cut: object = None):  # type
     return on_event
 
 
-async def test_a_large_file_moves_over_parallel_ssh_streams(long_pair) -> None:  # type: ignore[no-untyped-def]
+def _read_bytes() -> int:
+    """Bytes this thread (the relay's event loop) has read so far, pipes and sockets
+    included. Not /proc/self/io: it adds what reaped children (each `ssh`) read."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["spliced", "forwarded"])
+async def test_a_large_file_moves_over_parallel_ssh_streams(long_pair, splice: bool) -> None:  # type: ignore[no-untyped-def]
     config, a, b = long_pair
     src = a.home / "model.safetensors"
     digest = random_file(src, SIZE, seed=43)
     final = b.home / "model.safetensors"
     seen: list[TransferEvent] = []
     async with relay_env(config) as (pool, conn):
+        read_before = _read_bytes()
         result = await relay(
             pool, conn, f"a:{src}", f"b:{final}",
-            options=RelayOptions(range_bytes=2 * MIB), on_event=_events(seen, final),
+            options=RelayOptions(range_bytes=2 * MIB, splice=splice),
+            on_event=_events(seen, final),
         )  # fmt: skip
+        read = _read_bytes() - read_before
+    # Spliced, the OS pipes each stream's source `ssh` into its destination's: this
+    # process reads only their reports, never the file's bytes.
+    assert (read < SIZE // 4) if splice else (read >= SIZE), (read, SIZE)
     assert result.files[0].sha256_src == result.files[0].sha256_dst == digest
     assert not part_files(b.home)
     finished = next(e for e in seen if isinstance(e, TransferFinished))
@@ -85,17 +101,20 @@ async def test_a_large_file_moves_over_parallel_ssh_streams(long_pair) -> None: 
     # The round trip measured is the delay line's, and it chose several ssh streams.
     src_rtt, dst_rtt = legs["rtt_ms"]
     assert dst_rtt >= RTT_MS * 0.99 and src_rtt < RTT_MS
-    assert legs["path"] == "ssh streams"
+    assert legs["path"] == ("spliced ssh streams" if splice else "ssh streams")
     assert legs["streams"] == streams_for(dst_rtt / 1000) >= 2
     assert set(legs["rates"]) == {"a->here", "here->b"}
-    assert all(rate > 0 for rate in legs["rates"].values())
+    # The train leg is the delay line's 20 MB/s, the eval leg loopback: the rates say
+    # which is the slow one, spliced too (from the pipes' fill: no byte passes here).
+    assert legs["rates"]["a->here"] > 1.2 * legs["rates"]["here->b"] > 0, legs["rates"]
     progress = [e for e in seen if isinstance(e, FileProgress) and e.dst_leg_bps]
     assert progress, "no per-leg rates in the progress events"
     # Never faster than the link (the delay line paces the train leg).
     assert result.bytes_sent / result.elapsed_s <= RATE_MBIT * 1e6 / 8 * 1.1
 
 
-async def test_a_cut_mid_file_resumes_by_ranges_over_the_streams(long_pair) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("cut_host", ["b", "a"], ids=["train-cut", "eval-cut"])
+async def test_a_cut_mid_file_resumes_by_ranges_over_the_streams(long_pair, cut_host: str) -> None:  # type: ignore[no-untyped-def]
     config, a, b = long_pair
     src = a.home / "model.safetensors"
     digest = random_file(src, SIZE, seed=44)
@@ -106,7 +125,7 @@ async def test_a_cut_mid_file_resumes_by_ranges_over_the_streams(long_pair) -> N
     def cut(event: FileProgress) -> None:
         if not cuts and event.bytes_done >= SIZE * 0.4:
             cuts.append(event.bytes_done)
-            assert _kill(b) > 0
+            assert _kill(b if cut_host == "b" else a) > 0
 
     async with relay_env(config) as (pool, conn):
         result = await relay(
@@ -128,3 +147,37 @@ async def test_a_cut_mid_file_resumes_by_ranges_over_the_streams(long_pair) -> N
 def _kill(host: SshdHost) -> int:
     """Every session of the host's sshd killed: the pool's link and each stream's."""
     return host.kill_sessions()
+
+
+async def test_a_later_relay_starts_its_streams_with_the_relay(
+    long_pair, monkeypatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """The round trips measured by one relay are noted; the next relay of a file named
+    like weights to the same hosts starts its streams before it connects (docs/relay.md
+    "Long links"), and a wrong guess (a small file) stops them unused."""
+    config, a, b = long_pair
+    monkeypatch.setattr(trace, "ENABLED", True)
+    options = RelayOptions(range_bytes=2 * MIB)
+    firsts = {}
+    async with relay_env(config) as (pool, conn):
+        for name, size in (("first.safetensors", 9 * MIB), ("second.safetensors", SIZE)):
+            src = a.home / name
+            digest = random_file(src, size, seed=size)
+            result = await relay(pool, conn, f"a:{src}", f"b:{b.home / name}", options=options)
+            assert result.files[0].sha256_dst == digest
+            marks = [line.split()[1] for line in capsys.readouterr().err.splitlines()
+                     if line.startswith("trace ")]  # fmt: skip
+            firsts[name] = marks
+        noted = TransferLedger(conn).round_trips(["a", "b"])
+        # A small file after all: the streams started for it are stopped unused.
+        small = a.home / "small.safetensors"
+        digest = random_file(small, 300_000, seed=5)
+        result = await relay(pool, conn, f"a:{small}", f"b:{b.home / small.name}", options=options)
+        assert result.files[0].sha256_dst == digest
+        small_marks = capsys.readouterr().err
+    assert noted["b"] >= RTT_MS * 0.99 / 1000 > noted["a"], noted
+    first, second = firsts["first.safetensors"], firsts["second.safetensors"]
+    assert "streams_spawned" not in first and first.index("connected") < first.index("measured")
+    assert second.index("streams_spawned") < second.index("connected"), second
+    assert "trace streams_spawned" in small_marks
+    assert not part_files(b.home)

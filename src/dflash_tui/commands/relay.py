@@ -116,6 +116,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "1 on a short link; 1: one pair of OpenSSH legs; default %(default)s)",
     )
     p.add_argument(
+        "--splice",
+        choices=("on", "off"),
+        default="on",
+        help="on a long link, join each stream's two ssh processes with a pipe, so no byte "
+        "passes through this process (off: it forwards them; default %(default)s)",
+    )
+    p.add_argument(
         "--ssh-legs",
         choices=("on", "off"),
         default="on",
@@ -153,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         worker_processes={"auto": None, "on": True, "off": False}[args.workers],
         openssh_legs=args.ssh_legs == "on",
         long_streams=long_streams,
+        splice=args.splice == "on",
     )
     printer = _Printer(sys.stdout, json_lines=args.json)
     from dflash_tui.transfer import open_transfer_state

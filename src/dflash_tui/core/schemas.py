@@ -197,6 +197,16 @@ TRANSFERS = Schema(
         # The data path, streams, round trips and per-leg rates of a transfer (JSON of
         # transfer/leg_rates.py LegMeter.summary): which leg was the slow one.
         "ALTER TABLE transfers ADD COLUMN legs TEXT",
+        # The round trip last measured to each host: on a long link a relay of a large
+        # file starts its streams at once, before the walk measures it again
+        # (transfer/hosts/early_streams.py).
+        """
+        CREATE TABLE host_round_trips (
+            host TEXT PRIMARY KEY,
+            seconds REAL NOT NULL,
+            measured_at REAL NOT NULL
+        )
+        """,
     ],
 )
 

@@ -258,18 +258,31 @@ class TransferLedger:
 
     def note_session_start(self, host: str, seconds: float) -> None:
         """How long `host`'s SFTP session just took to open (the latest one counts)."""
-        self.conn.execute(
-            "INSERT OR REPLACE INTO host_session_starts (host, seconds, measured_at) "
-            "VALUES (?, ?, ?)",
-            (host, seconds, time.time()),
-        )
+        self._note_host("host_session_starts", host, seconds)
 
     def session_starts(self, hosts: Iterable[str]) -> dict[str, float]:
         """The latest session start noted for each of `hosts` that has one."""
+        return self._latest_by_host("host_session_starts", hosts)
+
+    def note_round_trip(self, host: str, seconds: float) -> None:
+        """The round trip just measured to `host` (the latest one counts)."""
+        self._note_host("host_round_trips", host, seconds)
+
+    def round_trips(self, hosts: Iterable[str]) -> dict[str, float]:
+        """The latest round trip noted for each of `hosts` that has one."""
+        return self._latest_by_host("host_round_trips", hosts)
+
+    def _note_host(self, table: str, host: str, seconds: float) -> None:
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO {table} (host, seconds, measured_at) VALUES (?, ?, ?)",
+            (host, seconds, time.time()),
+        )
+
+    def _latest_by_host(self, table: str, hosts: Iterable[str]) -> dict[str, float]:
         names = list(hosts)
         marks = ",".join("?" * len(names))
         rows = self.conn.execute(
-            f"SELECT host, seconds FROM host_session_starts WHERE host IN ({marks})", names
+            f"SELECT host, seconds FROM {table} WHERE host IN ({marks})", names
         )
         return {r["host"]: r["seconds"] for r in rows}
 

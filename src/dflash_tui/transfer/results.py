@@ -37,6 +37,9 @@ class RelayOptions:
     # (transfer/hosts/ssh_streams.py). None: from the legs' round trip measured at the
     # walk (1 on a short link: one pair of legs); 1: never.
     long_streams: int | None = None
+    # Those streams' two `ssh` piped together by the OS, so no byte passes through this
+    # process (transfer/hosts/ssh_splice.py); off: this process forwards each chunk.
+    splice: bool = True
 
 
 @dataclass(frozen=True)

@@ -240,6 +240,45 @@ for line in iter(sys.stdin.buffer.readline, b""):
 """
 )
 
+# Source of a spliced stream (hosts/ssh_splice.py), whose stdout the OS pipes into
+# the destination's DST_STREAM: stdin has one JSON request per line, {"p": path,
+# "o": from, "e": to, "s": size seen by the walk, "d": the destination's part}. For
+# each, DST_STREAM's header line for [o, e) of d goes to stdout, then those bytes of
+# p (no hash: a spliced file is hashed whole beside the stripes). Exit 3 when the
+# file is not `s` bytes long any more.
+SRC_SPLICE = (
+    _NEED_PYTHON
+    + r"""exec python3 -c '
+import json, os, sys
+"""
+    + _STREAM_HELPERS
+    + r"""def send(data):
+    while data:
+        data = data[os.write(1, data):]
+for line in iter(sys.stdin.buffer.readline, b""):
+    req = json.loads(line)
+    path, pos, end, size = req["p"], req["o"], req["e"], req["s"]
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        fail(path, exc.strerror)
+    if os.fstat(fd).st_size != size:
+        fail(path, "changed: %d bytes now, %d when listed" % (os.fstat(fd).st_size, size), 3)
+    send((json.dumps({"p": req["d"], "o": pos, "e": end, "s": size, "h": False}) + "\n").encode())
+    while pos < end:
+        try:
+            n = os.preadv(fd, [view[: min(len(buf), end - pos)]], pos)
+        except OSError as exc:
+            fail(path, exc.strerror)
+        if n <= 0:
+            fail(path, "changed: ends at byte %d" % pos, 3)
+        send(view[:n])
+        pos += n
+    os.close(fd)
+'
+"""
+)
+
 # Destination: stdin has, per piece, a JSON header line {"p": part, "o": from,
 # "e": to, "s": size, "h": hash the whole file} and then exactly e - o bytes,
 # written at offset o of p (created with its directories, never truncated

@@ -49,6 +49,9 @@ LARGE_FILE_SUFFIXES = (
 # to open (a login shell that loads conda or pyenv, on a stock host): below it, their
 # own start fits in the walk, and a wrong guess would cost more than it saves.
 SLOW_SESSION_S = 0.15
+# A leg whose round trip is under this is short: one pair of legs fills it; over it, a
+# large file moves over several streams (ssh_streams.py), and early legs are not started.
+LONG_LINK_S = 0.008
 
 _PRELUDE = """export LC_ALL=C
 h() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r; else sha256sum; fi | cut -c1-64; }
@@ -237,14 +240,22 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 def speculate(
-    config: Config, src: Endpoint, dst: Endpoint, session_starts: Mapping[str, float]
+    config: Config,
+    src: Endpoint,
+    dst: Endpoint,
+    session_starts: Mapping[str, float],
+    round_trips: Mapping[str, float] | None = None,
 ) -> bool:
     """Whether to start legs before the walk: host to host, both with SFTP (no exec
     prefix: the legs' progress is read over SFTP), one of them slow to open a session
     the last time (`session_starts`, seconds by host, from the state database), an
     absolute source path named like a large file. When the walk disagrees the legs are
-    killed unused; their cost is one session per host."""
+    killed unused; their cost is one session per host. Not on a link whose noted
+    `round_trips` make it long: its streams start instead (early_streams.py)."""
     if src.host is None or dst.host is None:
+        return False
+    noted = round_trips or {}
+    if max(noted.get(src.host, 0.0), noted.get(dst.host, 0.0)) >= LONG_LINK_S:
         return False
     slowest = max(session_starts.get(src.host, 0.0), session_starts.get(dst.host, 0.0))
     if slowest < SLOW_SESSION_S:
@@ -267,7 +278,8 @@ def start_early(
         src = parse_endpoint(src_text, hosts)
         dst = parse_endpoint(dst_text, hosts)
         named = [h for h in (src.host, dst.host) if h is not None]
-        if not speculate(config, src, dst, TransferLedger(conn).session_starts(named)):
+        ledger = TransferLedger(conn)
+        if not speculate(config, src, dst, ledger.session_starts(named), ledger.round_trips(named)):
             return None
         assert src.host is not None and dst.host is not None
         return LegProcs(SshSettings.of_config(config), src.host, dst.host, src.path).spawn()

@@ -160,6 +160,9 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         # each, `long_streams` of them for a large file; None on a short link.
         self._long: tuple[Side, Side] | None = None
         self.long_streams = 1
+        # Those streams started with the relay, from the round trips noted last time
+        # (early_streams.py); the walk's measure then keeps them.
+        self._early_long = False
         # Per-leg bytes, waits and rates (leg_rates.py), for progress and the record.
         self.leg_meter = LegMeter(src.host or "local", dst.host or "local")
 
@@ -172,6 +175,8 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
             settings = SshSettings.of_pool(self.pool)
             self._early = LegProcs(settings, self.src.host, self.dst.host, self.src.path).spawn()
             trace.mark("legs_spawned")
+        elif self._early is None:
+            self._start_early_streams()
         if self.record is None:
             self.transfer_id = self.ledger.create(
                 str(self.src),
@@ -214,8 +219,8 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         if self.record is not None or o.direct or o.keep_local or not o.openssh_legs:
             return False
         hosts = [h for h in (self.src.host, self.dst.host) if h is not None]
-        starts = self.ledger.session_starts(hosts)
-        return speculate(self.pool.config, self.src, self.dst, starts)
+        starts, trips = self.ledger.session_starts(hosts), self.ledger.round_trips(hosts)
+        return speculate(self.pool.config, self.src, self.dst, starts, trips)
 
     def _validate(self) -> None:
         if self.options.keep_local and (self.src.is_local or self.dst.is_local):
@@ -249,6 +254,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         tree, probed = await self._walk()
         self._start_workers(tree)
         await self._plan(tree, probed)
+        trace.mark("planned")
         pending = await self._check(tree)
         await self._prepare(tree, pending)
         await self._move(tree, pending)
@@ -309,8 +315,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         workers = self._workers_for(streamed) if streamed.files else 0
         if self.use_streams and not self._warm and workers:
             self._warm = [
-                asyncio.ensure_future(StreamWorker(*self._stream_sides(), deque(), self).open())
-                for _ in range(workers)
+                asyncio.ensure_future(self._new_worker(deque()).open()) for _ in range(workers)
             ]
 
     def _sftp_fits(self, size: int) -> bool:
@@ -727,11 +732,7 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
         early, self._early = self._early, None
         if early is not None:
             await ssh_legs.close_procs(early)
-        warm, self._warm = self._warm, []
-        for started in warm:
-            started.cancel()
-            with contextlib.suppress(BaseException):
-                await (await started).close()
+        await self._close_warm()
         batch, self._batch = self._batch, None
         if batch is not None:
             batch[1].cancel()

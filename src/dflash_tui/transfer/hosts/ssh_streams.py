@@ -8,8 +8,9 @@ over N StreamWorkers (streams.py, unchanged: the same scripts, landed reports,
 resume by ranges, renames), each running its two scripts through an `ssh`
 process of its own, with the pool's settings for its host (leg_procs.py):
 N TCP connections per host, N channel windows each way, and the crypto of
-every leg in its own process, spread over the cores. This process only
-passes the bytes from one pipe to the other.
+every leg in its own process, spread over the cores. By default the two `ssh`
+of each stream are piped together by the OS (ssh_splice.py), so no byte passes
+through this process; with `splice` off it passes them from one pipe to the other.
 
 `streams_for` picks N from the measured round trip (docs/relay.md "Long
 links"); a short link keeps one pair of OpenSSH legs (ssh_legs.py).
@@ -26,7 +27,7 @@ import signal
 from collections.abc import AsyncIterator, Sequence
 
 from dflash_tui.transfer.errors import ConnectionLost
-from dflash_tui.transfer.hosts.leg_procs import SshSettings, ssh_argv
+from dflash_tui.transfer.hosts.leg_procs import LONG_LINK_S, SshSettings, ssh_argv
 from dflash_tui.transfer.sides import Side, SideStream
 
 # OpenSSH's session channel window (CHAN_SES_WINDOW_DEFAULT), which bounds one
@@ -39,8 +40,6 @@ STREAM_BYTES_PER_S = 170e6
 # Beyond this, more streams gained little in mscp's measurements (and each costs two
 # processes and two logins): the cap.
 MAX_STREAMS = 8
-# A leg whose round trip is under this is short: one pair of legs fills it.
-LONG_LINK_S = 0.008
 SSH_FAILED = 255
 PIPE_BYTES = 1 << 20  # pipe buffers raised to this (F_SETPIPE_SZ), fewer wake-ups
 

@@ -23,9 +23,11 @@ from dflash_tui.transfer.errors import ConnectionLost, TransferError
 from dflash_tui.transfer.events import ProgressTracker
 from dflash_tui.transfer.hashing import PrefixHasher
 from dflash_tui.transfer.hosts import ssh_legs
+from dflash_tui.transfer.hosts.early_streams import early_stream_count
 from dflash_tui.transfer.hosts.leg_procs import SshSettings
 from dflash_tui.transfer.hosts.procs import ProcWorker
 from dflash_tui.transfer.hosts.relay_file import RelayFile
+from dflash_tui.transfer.hosts.ssh_splice import SplicedWorker
 from dflash_tui.transfer.hosts.ssh_streams import SshSide, streams_for
 from dflash_tui.transfer.hosts.streams import PartTooShort, Piece, Rename, StreamWorker
 from dflash_tui.transfer.ledger import TransferLedger
@@ -72,6 +74,7 @@ class StreamPath:
     long_streams: int
     leg_meter: LegMeter
     _long: tuple[Side, Side] | None
+    _early_long: bool
     _sftp: tuple[asyncssh.SFTPClient, asyncssh.SFTPClient] | None
     use_streams: bool
     src: Endpoint
@@ -90,11 +93,26 @@ class StreamPath:
             self, job: RelayFile, resent: int, src_sha: str, dst_sha: str, local_sha: str | None
         ) -> None: ...
 
+    def _start_early_streams(self) -> None:
+        """A long link's streams started now, before the connection, from the round trips
+        noted at the last relays to both hosts (early_streams.py)."""
+        n = early_stream_count(self.ledger, self.options, self.src, self.dst)
+        if n < 2:
+            return
+        assert self.src.host is not None and self.dst.host is not None  # early_stream_count
+        settings = SshSettings.of_pool(self.pool)
+        self._long = (SshSide(settings, self.src.host), SshSide(settings, self.dst.host))
+        self.long_streams = n
+        self._early_long = True
+        self._warm = [asyncio.ensure_future(self._new_worker(deque()).open()) for _ in range(n)]
+        trace.mark("streams_spawned")
+
     async def _measure_link(self, tree: SourceTree) -> None:
         """The legs' round trips, where a large file could use parallel streams: a long
         one moves it over several `ssh` pairs (ssh_streams.py), a short one keeps the
-        one pair of OpenSSH legs."""
-        self._long = None
+        one pair of OpenSSH legs. Streams started early keep their count; the measure
+        then runs beside the move, for the next relay."""
+        early, self._early_long = self._early_long, False
         o = self.options
         if (
             self._sftp is None
@@ -106,17 +124,49 @@ class StreamPath:
             or not ssh_legs.available()
             or not any(f.size >= LONG_SPLIT_MIN_BYTES for f in tree.files)
         ):
+            self._long = None
+            if early:  # a wrong guess: no large file after all, or no SFTP
+                await self._close_warm()
             return
-        src_rtt, dst_rtt = await asyncio.gather(
-            sftp.round_trip(self._sftp[0]), sftp.round_trip(self._sftp[1])
-        )
-        self.leg_meter.rtt_s = (src_rtt, dst_rtt)
+        if early:
+            self._tasks.append(asyncio.ensure_future(self._note_round_trips()))
+            return
+        self._long = None
+        src_rtt, dst_rtt = await self._note_round_trips()
         n = o.long_streams or streams_for(max(src_rtt, dst_rtt))
-        trace.mark("measured")
         if n > 1:
             settings = SshSettings.of_pool(self.pool)
             self._long = (SshSide(settings, self.src.host), SshSide(settings, self.dst.host))
             self.long_streams = n
+
+    async def _note_round_trips(self) -> tuple[float, float]:
+        """Both legs' round trips over their SFTP sessions, kept for the meter and noted
+        in the state database for the next relay's early start."""
+        assert self._sftp is not None and self.src.host and self.dst.host  # _measure_link
+        src_rtt, dst_rtt = await asyncio.gather(
+            sftp.round_trip(self._sftp[0]), sftp.round_trip(self._sftp[1])
+        )
+        self.leg_meter.rtt_s = (src_rtt, dst_rtt)
+        self.ledger.note_round_trip(self.src.host, src_rtt)
+        self.ledger.note_round_trip(self.dst.host, dst_rtt)
+        trace.mark("measured")
+        return src_rtt, dst_rtt
+
+    async def _close_warm(self) -> None:
+        """Stream workers started ahead and not wanted: stopped unused."""
+        warm, self._warm = self._warm, []
+        for started in warm:
+            started.cancel()
+            with contextlib.suppress(BaseException):
+                await (await started).close()
+
+    def _new_worker(self, queue: deque[Piece]) -> StreamWorker:
+        """A stream: on a long link with `splice`, its two `ssh` piped together by the
+        OS (ssh_splice.py), else one whose bytes pass through this process."""
+        if self._long is not None and self.options.splice:
+            settings = SshSettings.of_pool(self.pool)
+            return SplicedWorker(settings, *self._long, queue, self, self.leg_meter)
+        return StreamWorker(*self._stream_sides(), queue, self, self.leg_meter)
 
     def _stream_sides(self) -> tuple[Side, Side]:
         """Where the streams run their scripts: through their own `ssh` on a long link,
@@ -131,14 +181,17 @@ class StreamPath:
                 queue.extend(self._pieces(job))
         for job in pending:
             if job.split and job.file.size > 0 and job.dst_hasher is None:
-                job.dst_hasher = await PrefixHasher(self.dst_side, job.dst_part).start()
+                # Opening in the background: the stripes need not wait for its login shell.
+                job.dst_hasher = PrefixHasher(self.dst_side, job.dst_part).start_soon()
         procs, self._procs = self._procs, []
         runs, queue = await self._proc_runs(procs, queue)
         count = min(self._stream_count(), max(1, len(queue)))
-        sides = self._stream_sides()
         meter = self.leg_meter
-        meter.path, meter.streams = ("ssh streams" if self._long else "streams"), count
-        workers = [StreamWorker(*sides, queue, self, meter) for _ in range(count)]
+        meter.path = "streams"
+        if self._long is not None:
+            meter.path = "spliced ssh streams" if self.options.splice else "ssh streams"
+        meter.streams = count
+        workers = [self._new_worker(queue) for _ in range(count)]
         warm, self._warm = self._warm, []
         for index, started in enumerate(warm):
             if index >= count:
