@@ -129,6 +129,11 @@ def test_which_sources_get_their_legs_early(write_config, src, dst, expected) ->
     assert speculate(config, endpoint(src), endpoint(dst), {"b": 0.5}) is expected
     fast = {"a": 0.02, "b": 0.02, "ct": 0.02}  # sessions open at once: no guessing
     assert speculate(config, endpoint(src), endpoint(dst), fast) is False
+    # A link noted long: its streams start instead (early_streams.py), not one pair.
+    long_link = {"a": 0.001, "b": 0.040, "ct": 0.001}
+    assert speculate(config, endpoint(src), endpoint(dst), {"b": 0.5}, long_link) is False
+    short = {"a": 0.001, "b": 0.002, "ct": 0.001}
+    assert speculate(config, endpoint(src), endpoint(dst), {"b": 0.5}, short) is expected
 
 
 async def test_a_relay_notes_how_long_each_session_took_to_open(sshd_factory, write_config) -> None:

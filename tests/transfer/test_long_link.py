@@ -10,7 +10,13 @@ instead of 64) so the test stays short on two busy cores.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +30,7 @@ from dflash_tui.transfer.ledger import TransferLedger
 from tests.testbed import SshdHost
 from tests.transfer import delay_line
 from tests.transfer.files import part_files, random_file, relay_env
+from tests.waiting import wait_until
 
 MIB = 1 << 20
 RTT_MS = 30.0
@@ -181,3 +188,69 @@ async def test_a_later_relay_starts_its_streams_with_the_relay(
     assert second.index("streams_spawned") < second.index("connected"), second
     assert "trace streams_spawned" in small_marks
     assert not part_files(b.home)
+
+
+def test_a_relay_killed_over_the_long_link_resumes_in_a_new_process(long_pair, known_hosts) -> None:  # type: ignore[no-untyped-def]
+    """The console dies mid-file (SIGKILL): its streams' `ssh` end with it (their pipes
+    to it close), and `relay --resume ID` in a new process goes on from the ranges
+    recorded, over the streams again, sending at most what was in flight twice."""
+    config, a, b = long_pair
+    size = 72 * MIB  # the CLI's own thresholds: 64 MiB stripes from 64 MiB on
+    digest = random_file(a.home / "model.safetensors", size, seed=45)
+    final = b.home / "model.safetensors"
+    args = ["relay", "--config", str(config), "--json", "--range-mib", "8"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dflash_tui", *args, f"a:{a.home}/model.safetensors", f"b:{final}"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    killed_at = None
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event["event"] == "file_progress" and event["bytes_done"] >= size // 3:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed_at = event["bytes_done"]
+            break
+    proc.wait(10)
+    assert killed_at is not None and killed_at < size, "the relay finished before the kill"
+    # No `ssh` of the dead console goes on writing NAME.part beside the resumed relay.
+    wait_until(lambda: not _ssh_with(str(known_hosts)), "its streams' ssh to end", seen=_ssh_with)
+    assert not final.exists()
+    (row,) = json.loads(_cli("relay", "--list", "--json", "--config", str(config)).stdout)
+    assert row["state"] == "interrupted", row
+    rerun = _cli("relay", "--config", str(config), "--json", "--resume", row["id"])
+    assert rerun.returncode == 0, rerun.stderr
+    events = [json.loads(line) for line in rerun.stdout.splitlines() if line.startswith("{")]
+    started = next(e for e in events if e["event"] == "transfer_started")
+    finished = next(e for e in events if e["event"] == "transfer_finished")
+    assert started["resumed"] and started["bytes_verified"] > 0
+    assert finished["legs"]["path"] == "spliced ssh streams", finished["legs"]
+    assert hashlib.sha256(final.read_bytes()).hexdigest() == digest
+    assert not part_files(b.home)
+    # Re-sent: what the first process had moved but not yet recorded (its stripes in
+    # flight), under the 1.1x of the issue's goal for the whole file.
+    assert started["bytes_verified"] + finished["bytes_sent"] <= 1.1 * size, (started, finished)
+
+
+def _ssh_with(word: str = "") -> list[str]:
+    """Command lines of this machine's `ssh` processes that mention `word`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            argv
+            and Path(argv[0].decode(errors="replace")).name == "ssh"
+            and word.encode() in b" ".join(argv)
+        ):
+            found.append(b" ".join(argv).decode(errors="replace")[:200])
+    return found
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dflash_tui", *args], capture_output=True, text=True, timeout=120
+    )
