@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import os
 import random
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -57,3 +63,25 @@ async def relay_env(config_path: Path) -> AsyncIterator[tuple[HostPool, sqlite3.
             yield pool, conn
     finally:
         conn.close()
+
+
+def relay_killed_mid_file(args: list[str], size: int, deadline_s: float = 60.0) -> int:
+    """`dflash-tui ARGS` (a `relay --json`) started in a process of its own and killed
+    (SIGKILL, as a console that dies) at its first progress event past a third of
+    `size`; returns the bytes that event reported."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dflash_tui", *args], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + deadline_s
+    killed_at = None
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event["event"] == "file_progress" and event["bytes_done"] >= size // 3:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed_at = event["bytes_done"]
+            break
+        assert time.monotonic() < deadline, "no progress past a third of the file in time"
+    proc.wait(10)
+    assert killed_at is not None and killed_at < size, "the relay finished before the kill"
+    return int(killed_at)

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from dflash_tui.cli import main
 from tests.transfer import delay_line
-from tests.transfer.files import random_file
+from tests.transfer.files import random_file, relay_killed_mid_file
 
 MIB = 1 << 20
 PACED_MBIT = 160.0  # 20 MB/s: 64 MiB in about 3.4 s
@@ -113,21 +110,7 @@ def test_console_killed_mid_file_resumes_on_rerun(paced_b) -> None:  # type: ign
     sha = random_file(a.home / "big.bin", size)
     args = ["relay", "--config", str(config), "--json", "--range-mib", "2", "--streams", "2"]
     args += [f"a:{a.home}/big.bin", f"b:{b.home}/big.bin"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dflash_tui", *args], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 60
-    killed_at = None
-    for line in proc.stdout:
-        event = json.loads(line)
-        if event["event"] == "file_progress" and event["bytes_done"] >= size // 3:
-            os.kill(proc.pid, signal.SIGKILL)
-            killed_at = event["bytes_done"]
-            break
-        assert time.monotonic() < deadline
-    proc.wait(10)
-    assert killed_at is not None and killed_at < size, "the relay finished before the kill"
+    relay_killed_mid_file(args, size)
     assert not (b.home / "big.bin").exists() and (b.home / "big.bin.part").exists()
     listed = cli("relay", "--list", "--config", str(config))
     assert "interrupted" in listed.stdout

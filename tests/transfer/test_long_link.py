@@ -13,8 +13,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -29,7 +27,7 @@ from dflash_tui.transfer.hosts.ssh_streams import streams_for
 from dflash_tui.transfer.ledger import TransferLedger
 from tests.testbed import SshdHost
 from tests.transfer import delay_line
-from tests.transfer.files import part_files, random_file, relay_env
+from tests.transfer.files import part_files, random_file, relay_env, relay_killed_mid_file
 from tests.waiting import wait_until
 
 MIB = 1 << 20
@@ -199,21 +197,7 @@ def test_a_relay_killed_over_the_long_link_resumes_in_a_new_process(long_pair, k
     digest = random_file(a.home / "model.safetensors", size, seed=45)
     final = b.home / "model.safetensors"
     args = ["relay", "--config", str(config), "--json", "--range-mib", "8"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dflash_tui", *args, f"a:{a.home}/model.safetensors", f"b:{final}"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    killed_at = None
-    for line in proc.stdout:
-        event = json.loads(line)
-        if event["event"] == "file_progress" and event["bytes_done"] >= size // 3:
-            os.kill(proc.pid, signal.SIGKILL)
-            killed_at = event["bytes_done"]
-            break
-    proc.wait(10)
-    assert killed_at is not None and killed_at < size, "the relay finished before the kill"
+    relay_killed_mid_file([*args, f"a:{a.home}/model.safetensors", f"b:{final}"], size)
     # No `ssh` of the dead console goes on writing NAME.part beside the resumed relay.
     wait_until(lambda: not _ssh_with(str(known_hosts)), "its streams' ssh to end", seen=_ssh_with)
     assert not final.exists()

@@ -185,6 +185,29 @@ view = memoryview(buf)
 def fail(path, what, code=1):
     sys.stderr.write("dflash: %s: %s\n" % (path, what))
     sys.exit(code)
+def send(data):
+    while data:
+        data = data[os.write(1, data):]
+def open_sized(path, size):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        fail(path, exc.strerror)
+    if os.fstat(fd).st_size != size:
+        fail(path, "changed: %d bytes now, %d when listed" % (os.fstat(fd).st_size, size), 3)
+    return fd
+def send_range(fd, path, pos, end, digest=None):
+    while pos < end:
+        try:
+            n = os.preadv(fd, [view[: min(len(buf), end - pos)]], pos)
+        except OSError as exc:
+            fail(path, exc.strerror)
+        if n <= 0:
+            fail(path, "changed: ends at byte %d" % pos, 3)
+        if digest is not None:
+            digest.update(view[:n])
+        send(view[:n])
+        pos += n
 def hash_prefix(fd, pos, short):
     digest = hashlib.sha256()
     done = 0
@@ -208,32 +231,14 @@ SRC_STREAM = (
 import hashlib, json, os, sys
 """
     + _STREAM_HELPERS
-    + r"""def send(data):
-    while data:
-        data = data[os.write(1, data):]
-for line in iter(sys.stdin.buffer.readline, b""):
+    + r"""for line in iter(sys.stdin.buffer.readline, b""):
     req = json.loads(line)
     path, pos, end, size = req["p"], req["o"], req["e"], req["s"]
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        fail(path, exc.strerror)
-    if os.fstat(fd).st_size != size:
-        fail(path, "changed: %d bytes now, %d when listed" % (os.fstat(fd).st_size, size), 3)
+    fd = open_sized(path, size)
     digest = None
     if req["h"]:
         digest = hash_prefix(fd, pos, lambda done: fail(path, "changed: ends at byte %d" % done, 3))
-    while pos < end:
-        try:
-            n = os.preadv(fd, [view[: min(len(buf), end - pos)]], pos)
-        except OSError as exc:
-            fail(path, exc.strerror)
-        if n <= 0:
-            fail(path, "changed: ends at byte %d" % pos, 3)
-        if digest is not None:
-            digest.update(view[:n])
-        send(view[:n])
-        pos += n
+    send_range(fd, path, pos, end, digest)
     os.close(fd)
     send((digest.hexdigest() if digest is not None else "-" * 64).encode())
 '
@@ -252,28 +257,12 @@ SRC_SPLICE = (
 import json, os, sys
 """
     + _STREAM_HELPERS
-    + r"""def send(data):
-    while data:
-        data = data[os.write(1, data):]
-for line in iter(sys.stdin.buffer.readline, b""):
+    + r"""for line in iter(sys.stdin.buffer.readline, b""):
     req = json.loads(line)
     path, pos, end, size = req["p"], req["o"], req["e"], req["s"]
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        fail(path, exc.strerror)
-    if os.fstat(fd).st_size != size:
-        fail(path, "changed: %d bytes now, %d when listed" % (os.fstat(fd).st_size, size), 3)
+    fd = open_sized(path, size)
     send((json.dumps({"p": req["d"], "o": pos, "e": end, "s": size, "h": False}) + "\n").encode())
-    while pos < end:
-        try:
-            n = os.preadv(fd, [view[: min(len(buf), end - pos)]], pos)
-        except OSError as exc:
-            fail(path, exc.strerror)
-        if n <= 0:
-            fail(path, "changed: ends at byte %d" % pos, 3)
-        send(view[:n])
-        pos += n
+    send_range(fd, path, pos, end)
     os.close(fd)
 '
 """

@@ -136,12 +136,7 @@ class SplicedWorker(StreamWorker):
                     transport.close()
 
     async def run(self) -> None:
-        if not self._open:
-            await self.open()
-        reader, writer = self._streams
-        src_err = asyncio.ensure_future(reader.read_stderr())
-        dst_err = asyncio.ensure_future(writer.read_stderr())
-        replies = asyncio.ensure_future(self._replies(writer))
+        reader, writer, src_err, dst_err, replies = await self._started()
         sampler = asyncio.ensure_future(self._sample_fill())
         try:
             await self._splice(reader, replies)
@@ -167,11 +162,7 @@ class SplicedWorker(StreamWorker):
             if any(not p.complete.is_set() for p in self.at_dst):
                 raise ConnectionLost(self.dst.label, "the destination stopped before the end")
         finally:
-            for task in (src_err, dst_err, replies, sampler):
-                task.cancel()
-            for piece in self.at_dst:
-                piece.complete.set()  # nobody waits on a dead stream
-            await self.close()
+            await self._ended(src_err, dst_err, replies, sampler)
 
     async def _splice(self, reader: SideStream, replies: asyncio.Future[None]) -> None:
         """Ask the source for stripes, one ahead as the last nears its end, until the

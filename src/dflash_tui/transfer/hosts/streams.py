@@ -147,23 +147,35 @@ class StreamWorker:
                 await cm.__aexit__(None, None, None)
 
     async def run(self) -> None:
-        if not self._open:
-            await self.open()
-        reader, writer = self._streams
-        src_err = asyncio.ensure_future(reader.read_stderr())
-        dst_err = asyncio.ensure_future(writer.read_stderr())
-        replies = asyncio.ensure_future(self._replies(writer))
+        reader, writer, src_err, dst_err, replies = await self._started()
         try:
             await self._pump(reader, writer, src_err, dst_err, replies)
         except ConnectionLost:
             await self._last_acks(writer, replies)
             raise
         finally:
-            for task in (src_err, dst_err, replies):
-                task.cancel()
-            for piece in self.at_dst:
-                piece.complete.set()  # nobody waits on a dead stream
-            await self.close()
+            await self._ended(src_err, dst_err, replies)
+
+    async def _started(
+        self,
+    ) -> tuple[
+        SideStream, SideStream, asyncio.Future[bytes], asyncio.Future[bytes], asyncio.Future[None]
+    ]:
+        """Both scripts open, their stderr and the destination's replies being read."""
+        if not self._open:
+            await self.open()
+        reader, writer = self._streams
+        src_err = asyncio.ensure_future(reader.read_stderr())
+        dst_err = asyncio.ensure_future(writer.read_stderr())
+        return reader, writer, src_err, dst_err, asyncio.ensure_future(self._replies(writer))
+
+    async def _ended(self, *tasks: asyncio.Future[Any]) -> None:
+        """The stream's readers stopped, its pieces released, its scripts closed."""
+        for task in tasks:
+            task.cancel()
+        for piece in self.at_dst:
+            piece.complete.set()  # nobody waits on a dead stream
+        await self.close()
 
     async def _pump(
         self,
