@@ -170,13 +170,6 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
 
     async def run(self) -> TransferResult:
         self._validate()
-        if self._early is None and self._may_speculate():
-            assert self.src.host is not None and self.dst.host is not None  # speculate
-            settings = SshSettings.of_pool(self.pool)
-            self._early = LegProcs(settings, self.src.host, self.dst.host, self.src.path).spawn()
-            trace.mark("legs_spawned")
-        elif self._early is None:
-            self._start_early_streams()
         if self.record is None:
             self.transfer_id = self.ledger.create(
                 str(self.src),
@@ -187,6 +180,15 @@ class HostRelay(BypassPaths, StreamPath, RangeScripts):
             )
         else:
             self.ledger.claim(self.transfer_id)
+        # Once the transfer is ours (a claim can be refused): whatever starts here is
+        # stopped by the attempts' _stop.
+        if self._early is None and self._may_speculate():
+            assert self.src.host is not None and self.dst.host is not None  # speculate
+            settings = SshSettings.of_pool(self.pool)
+            self._early = LegProcs(settings, self.src.host, self.dst.host, self.src.path).spawn()
+            trace.mark("legs_spawned")
+        elif self._early is None:
+            self._start_early_streams()
         await attempt_to_end(
             self.ledger, self.sink, self.transfer_id, self.options,
             attempt=lambda first: self._attempt(first=first), stop=self._stop, fail=self._fail,
