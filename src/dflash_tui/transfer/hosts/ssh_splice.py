@@ -30,7 +30,6 @@ import contextlib
 import fcntl
 import json
 import os
-import signal
 import struct
 import termios
 import time
@@ -39,8 +38,7 @@ from collections import deque
 from dflash_tui.transfer import trace
 from dflash_tui.transfer.errors import ConnectionLost
 from dflash_tui.transfer.hosts.leg_procs import SshSettings, ssh_argv
-from dflash_tui.transfer.hosts.ssh_legs import SSH_FAILED
-from dflash_tui.transfer.hosts.ssh_streams import PIPE_BYTES
+from dflash_tui.transfer.hosts.ssh_streams import EXIT_WAIT_S, PIPE_BYTES, ssh_status, stop_ssh
 from dflash_tui.transfer.hosts.streams import Piece, Rename, StreamHooks, StreamWorker
 from dflash_tui.transfer.leg_rates import LegMeter
 from dflash_tui.transfer.scripts import DST_STREAM, SRC_SPLICE, argv
@@ -50,7 +48,6 @@ from dflash_tui.transfer.sides import Side, SideStream
 # land: the pipe never runs dry between stripes, and the queue's stripes are not
 # taken long before a stream can move them.
 ASK_AHEAD_BYTES = 16 << 20
-EXIT_WAIT_S = 5.0
 # How often a stream's pipe fill is looked at; within PIPE_SLACK_BYTES of empty or of
 # full, one leg counts as waiting on the other (more than one `ssh` write apart).
 FILL_SAMPLE_S = 0.05
@@ -71,7 +68,6 @@ class SplicedWorker(StreamWorker):
     ) -> None:
         super().__init__(src, dst, queue, _Hooks(self, hooks), meter)
         self.settings = settings
-        self.outer = hooks
         self.progress = asyncio.Event()
         self._procs: list[asyncio.subprocess.Process] = []
         self._probe: int | None = None  # a read end of the pipe, for its fill only
@@ -112,8 +108,8 @@ class SplicedWorker(StreamWorker):
         trace.mark("splice_started")
         src, dst = self._procs
         self._streams = (
-            SideStream(self.src.label, src.stdin, None, src.stderr, _status(src)),
-            SideStream(self.dst.label, None, dst.stdout, dst.stderr, _status(dst)),
+            SideStream(self.src.label, src.stdin, None, src.stderr, ssh_status(src)),
+            SideStream(self.dst.label, None, dst.stdout, dst.stderr, ssh_status(dst)),
         )
         self._open = [contextlib.nullcontext()]  # type: ignore[list-item]
         return self
@@ -123,17 +119,7 @@ class SplicedWorker(StreamWorker):
         self._close_probe()
         procs, self._procs, self._open = self._procs, [], []
         for proc in procs:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-        for proc in procs:
-            try:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(proc.wait(), EXIT_WAIT_S)
-            finally:
-                transport = getattr(proc, "_transport", None)
-                if transport is not None:
-                    transport.close()
+            await stop_ssh(proc)
 
     async def run(self) -> None:
         reader, writer, src_err, dst_err, replies = await self._started()
@@ -255,11 +241,3 @@ class _Hooks:
 
     def renamed(self, piece: Piece) -> None:
         self.hooks.renamed(piece)
-
-
-def _status(proc: asyncio.subprocess.Process) -> object:
-    async def status() -> int | None:
-        code = await proc.wait()
-        return None if code == SSH_FAILED else code  # ssh's own failure: a lost link
-
-    return status

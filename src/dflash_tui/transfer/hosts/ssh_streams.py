@@ -24,10 +24,11 @@ import fcntl
 import math
 import os
 import signal
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from dflash_tui.transfer.errors import ConnectionLost
 from dflash_tui.transfer.hosts.leg_procs import LONG_LINK_S, SshSettings, ssh_argv
+from dflash_tui.transfer.hosts.ssh_legs import SSH_FAILED
 from dflash_tui.transfer.sides import Side, SideStream
 
 # OpenSSH's session channel window (CHAN_SES_WINDOW_DEFAULT), which bounds one
@@ -40,7 +41,7 @@ STREAM_BYTES_PER_S = 170e6
 # Beyond this, more streams gained little in mscp's measurements (and each costs two
 # processes and two logins): the cap.
 MAX_STREAMS = 8
-SSH_FAILED = 255
+EXIT_WAIT_S = 5.0  # for a killed `ssh` to be reaped
 PIPE_BYTES = 1 << 20  # pipe buffers raised to this (F_SETPIPE_SZ), fewer wake-ups
 
 
@@ -78,28 +79,38 @@ class SshSide(Side):
             raise ConnectionLost(self.label, f"could not start ssh: {exc}") from None
         for pipe in (proc.stdin, proc.stdout):
             _widen(pipe)
-
-        async def status() -> int | None:
-            code = await proc.wait()
-            return None if code == SSH_FAILED else code  # ssh's own failure: a lost link
-
         try:
-            yield SideStream(self.label, proc.stdin, proc.stdout, proc.stderr, status)
+            yield SideStream(self.label, proc.stdin, proc.stdout, proc.stderr, ssh_status(proc))
         finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-            try:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(proc.wait(), 5.0)
-            finally:
-                # Its pipes closed, even when that wait is cancelled: asyncio would
-                # otherwise close them when the process object goes, from an event loop
-                # that may have finished. (After the wait: closing polls the process,
-                # which would take its exit status from asyncio's child watcher.)
-                transport = getattr(proc, "_transport", None)
-                if transport is not None:
-                    transport.close()
+            await stop_ssh(proc)
+
+
+def ssh_status(proc: asyncio.subprocess.Process) -> Callable[[], Awaitable[int | None]]:
+    """A SideStream's status: the exit code, None where `ssh` itself failed (a lost link)."""
+
+    async def status() -> int | None:
+        code = await proc.wait()
+        return None if code == SSH_FAILED else code
+
+    return status
+
+
+async def stop_ssh(proc: asyncio.subprocess.Process) -> None:
+    """An `ssh` process group killed if still running, reaped, and its pipes closed."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(proc.wait(), EXIT_WAIT_S)
+    finally:
+        # Its pipes closed, even when that wait is cancelled: asyncio would otherwise
+        # close them when the process object goes, from an event loop that may have
+        # finished. (After the wait: closing polls the process, which would take its
+        # exit status from asyncio's child watcher.)
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()
 
 
 def _widen(pipe: object) -> None:

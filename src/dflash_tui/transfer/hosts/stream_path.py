@@ -99,10 +99,7 @@ class StreamPath:
         n = early_stream_count(self.ledger, self.options, self.src, self.dst)
         if n < 2:
             return
-        assert self.src.host is not None and self.dst.host is not None  # early_stream_count
-        settings = SshSettings.of_pool(self.pool)
-        self._long = (SshSide(settings, self.src.host), SshSide(settings, self.dst.host))
-        self.long_streams = n
+        self._use_long_link(n)
         self._early_long = True
         self._warm = [asyncio.ensure_future(self._new_worker(deque()).open()) for _ in range(n)]
         trace.mark("streams_spawned")
@@ -124,17 +121,22 @@ class StreamPath:
             or not ssh_legs.available()
             or not any(f.size >= LONG_SPLIT_MIN_BYTES for f in tree.files)
         ):
-            self._long = None
+            self._use_long_link(1)
             if early:  # a wrong guess: no large file after all, or no SFTP
                 await self._close_warm()
             return
         if early:
             self._tasks.append(asyncio.ensure_future(self._note_round_trips()))
             return
-        self._long = None
         src_rtt, dst_rtt = await self._note_round_trips()
-        n = o.long_streams or streams_for(max(src_rtt, dst_rtt))
+        self._use_long_link(o.long_streams or streams_for(max(src_rtt, dst_rtt)))
+
+    def _use_long_link(self, n: int) -> None:
+        """Large files over `n` streams of their own `ssh` (a long link); 1: the short
+        link's path, over the pool's connections."""
+        self._long, self.long_streams = None, 1
         if n > 1:
+            assert self.src.host is not None and self.dst.host is not None  # host to host
             settings = SshSettings.of_pool(self.pool)
             self._long = (SshSide(settings, self.src.host), SshSide(settings, self.dst.host))
             self.long_streams = n
